@@ -1,0 +1,119 @@
+"""Batched Gymnasium Pendulum-v1: same dynamics, reward and episode length, so returns compare with its tables."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from rslkit.envs.torch_task import TaskCfg, TorchTask
+
+
+@dataclass
+class PendulumCfg(TaskCfg):
+    """Pendulum-v1 constants (``gymnasium/envs/classic_control/pendulum.py``)."""
+
+    episode_length: int = 200
+    max_speed: float = 8.0
+    max_torque: float = 2.0
+    dt: float = 0.05
+    g: float = 10.0
+    m: float = 1.0
+    length: float = 1.0
+
+
+def angle_normalize(x: torch.Tensor) -> torch.Tensor:
+    """Wrap angles to ``[-pi, pi)``."""
+    return torch.remainder(x + math.pi, 2 * math.pi) - math.pi
+
+
+class PendulumTask(TorchTask):
+    """Swing a pendulum up and hold it.
+
+    Actions are normalized to ``[-1, 1]`` and scaled to ``[-max_torque, max_torque]`` (then clipped, as
+    Gymnasium does), so bounded policies and Gymnasium's action space agree. Observation group ``policy``:
+    ``[cos th, sin th, th_dot]``. Reward ``-(th^2 + 0.1 th_dot^2 + 0.001 u^2)``, logged per term.
+    """
+
+    cfg: PendulumCfg
+
+    def __init__(self, cfg: PendulumCfg, device: str | torch.device = "cpu") -> None:
+        super().__init__(cfg, num_actions=1, device=device)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.th = torch.zeros(self.num_envs, device=self.device)
+        self.th_dot = torch.zeros(self.num_envs, device=self.device)
+        self._prev_th = self.th.clone()
+        self._prev_th_dot = self.th_dot.clone()
+        self._u = self.th.clone()
+        self._reset_all()
+
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"th": self.th, "th_dot": self.th_dot}
+
+    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+        n = env_ids.numel()
+        self.th[env_ids] = self.rand(n, low=-math.pi, high=math.pi)
+        self.th_dot[env_ids] = self.rand(n, low=-1.0, high=1.0)
+
+    def _pre_step(self) -> None:
+        # Pendulum-v1 computes the cost from the state before the step.
+        self._prev_th.copy_(self.th)
+        self._prev_th_dot.copy_(self.th_dot)
+
+    def _apply_actions(self, actions: torch.Tensor) -> None:
+        c = self.cfg
+        u = (actions[:, 0] * c.max_torque).clamp(-c.max_torque, c.max_torque)
+        self._u = u
+        th_dot = self.th_dot + (3 * c.g / (2 * c.length) * torch.sin(self.th) + 3.0 / (c.m * c.length**2) * u) * c.dt
+        self.th_dot = th_dot.clamp(-c.max_speed, c.max_speed)
+        self.th = self.th + self.th_dot * c.dt
+
+    def _observations(self) -> TensorDict:
+        obs = torch.stack((torch.cos(self.th), torch.sin(self.th), self.th_dot), dim=-1)
+        return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)
+
+    def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {
+            "angle": -angle_normalize(self._prev_th) ** 2,
+            "velocity": -0.1 * self._prev_th_dot**2,
+            "torque": -0.001 * self._u**2,
+        }
+
+    def _terminated(self) -> torch.Tensor:
+        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+
+def pendulum_ppo_cfg():
+    """PPO settings that reach a mean return of about -200 on Pendulum within a minute on 2 CPU cores."""
+    from rslkit.algorithms.ppo import PPOCfg
+    from rslkit.models.actor_critic import PolicyCfg
+    from rslkit.runners.config import PPORunnerCfg
+
+    return PPORunnerCfg(
+        algorithm=PPOCfg(gamma=0.95, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, num_mini_batches=4),
+        policy=PolicyCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64), init_std=1.0),
+        num_steps_per_env=32,
+        max_iterations=100,
+        save_interval=50,
+    )
+
+
+def _make(cfg: PendulumCfg, device: str) -> PendulumTask:
+    return PendulumTask(cfg, device)
+
+
+from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
+
+register_task(
+    TaskSpec(
+        name="pendulum",
+        env_cfg=lambda: PendulumCfg(num_envs=1024),
+        make_env=_make,
+        agent_cfgs={"ppo": pendulum_ppo_cfg},
+        description="Gymnasium Pendulum-v1 swing-up, batched in torch",
+    )
+)

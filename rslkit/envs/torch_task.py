@@ -1,0 +1,181 @@
+"""Base class for tasks written as batched torch code: auto-reset, time-outs and per-term reward logging."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+
+import gymnasium as gym
+import torch
+from tensordict import TensorDict
+
+from rslkit.envs.vec_env import VecEnv
+
+
+@dataclass
+class TaskCfg:
+    """Settings every torch-native task has."""
+
+    num_envs: int = 4096
+    """Number of parallel environments."""
+    episode_length: int = 200
+    """Steps before an episode is truncated (reported in ``extras["time_outs"]``)."""
+    seed: int = 0
+    """Seed of the task's own random generator (initial states, goals)."""
+    check_actions: bool = True
+    """Raise on wrong-shape or non-finite actions (names the offending env indices)."""
+
+
+class TorchTask(VecEnv):
+    """A task as pure functions over batched state tensors, on any device.
+
+    Subclasses implement :meth:`_reset_envs`, :meth:`_apply_actions`, :meth:`_observations`,
+    :meth:`_reward_terms` and :meth:`_terminated`; this class handles episode bookkeeping, time-outs,
+    auto-reset, per-term reward logging and action checks. The task owns a ``torch.Generator`` so that its
+    randomness is reproducible and can be checkpointed.
+    """
+
+    action_space: gym.Space
+
+    def __init__(self, cfg: TaskCfg, num_actions: int, device: str | torch.device = "cpu") -> None:
+        if cfg.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {cfg.num_envs}.")
+        if cfg.episode_length < 1:
+            raise ValueError(f"episode_length must be >= 1, got {cfg.episode_length}.")
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.num_envs = cfg.num_envs
+        self.num_actions = num_actions
+        self.max_episode_length = cfg.episode_length
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(cfg.seed)
+        self._term_sums: dict[str, torch.Tensor] = {}
+        self._all_envs = torch.arange(self.num_envs, device=self.device)
+
+    # ----------------------------------------------------------------- subclass API
+    @abstractmethod
+    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+        """Sample fresh initial state for ``env_ids``."""
+
+    @abstractmethod
+    def _apply_actions(self, actions: torch.Tensor) -> None:
+        """Advance the physics of all envs by one control step under ``actions [N, A]``."""
+
+    @abstractmethod
+    def _observations(self) -> TensorDict:
+        """Observation groups of the current state, batch ``[N]``."""
+
+    @abstractmethod
+    def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Weighted reward terms ``{name: [N]}`` for the transition just taken; the reward is their sum."""
+
+    @abstractmethod
+    def _terminated(self) -> torch.Tensor:
+        """``[N]`` bool: episodes that ended in a terminal state (not a time-out)."""
+
+    def _success(self) -> torch.Tensor | None:
+        """``[N]`` bool success flags for tasks that define success, else None."""
+        return None
+
+    def _pre_step(self) -> None:
+        """Hook run before the physics step (e.g. to cache the state the reward is computed from)."""
+
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        """Named state tensors that :meth:`state_dict` saves (subclasses list their own)."""
+        return {}
+
+    # ----------------------------------------------------------------- VecEnv API
+    def reset(self) -> TensorDict:
+        """Reset every env and return the observations."""
+        self._reset_all()
+        return self.get_observations()
+
+    def _reset_all(self) -> None:
+        self.episode_length_buf.zero_()
+        self._reset_envs(self._all_envs)
+        for total in self._term_sums.values():
+            total.zero_()
+
+    def get_observations(self) -> TensorDict:
+        """Current observations, batch ``[N]``."""
+        return self._observations()
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Apply ``actions [N, A]``, reset finished episodes, and return ``(obs, rewards, dones, extras)``."""
+        if self.cfg.check_actions:
+            self._check_actions(actions)
+        self._pre_step()
+        self._apply_actions(actions)
+        terms = self._reward_terms(actions)
+        rewards = torch.stack(list(terms.values())).sum(0)
+        self.episode_length_buf += 1
+        terminated = self._terminated()
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        dones = terminated | time_outs
+        extras: dict = {"time_outs": time_outs, "log": {}}
+        success = self._success()
+        if success is not None:
+            extras["success"] = success
+        self._accumulate_terms(terms)
+        env_ids = dones.nonzero(as_tuple=False).squeeze(-1)
+        if env_ids.numel() > 0:
+            self._log_episode_terms(env_ids, extras["log"])
+            self.episode_length_buf[env_ids] = 0
+            self._reset_envs(env_ids)
+        return self._observations(), rewards, dones, extras
+
+    # ----------------------------------------------------------------- helpers
+    def _check_actions(self, actions: torch.Tensor) -> None:
+        expected = (self.num_envs, self.num_actions)
+        if tuple(actions.shape) != expected:
+            raise ValueError(
+                f"{type(self).__name__}.step expects actions of shape {list(expected)} (num_envs, num_actions), "
+                f"got {list(actions.shape)}."
+            )
+        finite = torch.isfinite(actions).all(dim=-1)
+        if not bool(finite.all()):
+            bad = (~finite).nonzero().squeeze(-1).tolist()
+            raise ValueError(
+                f"Non-finite actions for env indices {bad[:20]}{' ...' if len(bad) > 20 else ''}; "
+                "check the policy for NaN (e.g. exploding gradients or unnormalized inputs)."
+            )
+
+    def _accumulate_terms(self, terms: dict[str, torch.Tensor]) -> None:
+        for name, value in terms.items():
+            total = self._term_sums.get(name)
+            if total is None:
+                total = self._term_sums[name] = torch.zeros(self.num_envs, device=self.device)
+            total += value
+
+    def _log_episode_terms(self, env_ids: torch.Tensor, log: dict) -> None:
+        for name, total in self._term_sums.items():
+            log[f"Episode_Reward/{name}"] = total[env_ids].mean()
+            total[env_ids] = 0.0
+
+    def rand(self, *shape: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """Uniform samples in ``[low, high)`` from the task's generator."""
+        u = torch.rand(*shape, generator=self.generator, device=self.device)
+        return low + (high - low) * u
+
+    def state_dict(self) -> dict:
+        """Full task state (physics, episode counters, reward sums, generator) for exact resume."""
+        return {
+            "episode_length_buf": self.episode_length_buf.clone(),
+            "term_sums": {k: v.clone() for k, v in self._term_sums.items()},
+            "generator": self.generator.get_state(),
+            "state": {k: v.clone() for k, v in self._state_tensors().items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state saved by :meth:`state_dict` (same task and ``num_envs``)."""
+        if state["episode_length_buf"].shape != self.episode_length_buf.shape:
+            raise ValueError(
+                f"Saved task state has {state['episode_length_buf'].shape[0]} envs, this task has {self.num_envs}; "
+                "resume with the same --num_envs."
+            )
+        self.episode_length_buf.copy_(state["episode_length_buf"])
+        self._term_sums = {k: v.to(self.device).clone() for k, v in state["term_sums"].items()}
+        self.generator.set_state(state["generator"])
+        for name, tensor in self._state_tensors().items():
+            tensor.copy_(state["state"][name])

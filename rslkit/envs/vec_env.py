@@ -1,0 +1,45 @@
+"""The VecEnv contract shared with rsl_rl (v3+): batched, auto-resetting environments."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+
+class VecEnv(ABC):
+    """A batch of ``num_envs`` synchronized environments that reset themselves.
+
+    Any object with these attributes and methods works with rslkit's runners, including environments
+    written for rsl_rl (Isaac Lab's wrapper, mjlab); rslkit's own tasks run under rsl_rl's runner.
+
+    Optional extensions read by rslkit when present:
+        action_space: a single-env ``gymnasium.spaces`` space (``Discrete`` selects a categorical policy).
+        extras["success"]: ``[N]`` bool, meaningful where ``dones`` is set, for tasks that define success.
+        state_dict() / load_state_dict(): the full simulation state, stored in checkpoints for exact resume.
+    """
+
+    num_envs: int
+    num_actions: int
+    max_episode_length: int | torch.Tensor
+    episode_length_buf: torch.Tensor
+    device: torch.device | str
+    cfg: Any
+
+    @abstractmethod
+    def get_observations(self) -> TensorDict:
+        """Return the current observations, batch ``[N]``, one entry per observation group."""
+
+    @abstractmethod
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Advance every env by one step.
+
+        Args:
+            actions: ``[N, A]``.
+
+        Returns:
+            ``(obs, rewards [N], dones [N], extras)`` with ``extras["time_outs"]`` ``[N]`` (truncations, also in
+            ``dones``) and ``extras["log"]`` (scalars to average over an iteration).
+        """

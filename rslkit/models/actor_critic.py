@@ -1,0 +1,199 @@
+"""Actor-critic over observation groups: per-group normalization, MLP or recurrent trunks, any action distribution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn as nn
+from tensordict import TensorDict
+
+from rslkit.models.distributions import make_distribution
+from rslkit.models.mlp import make_mlp
+from rslkit.models.normalizer import EmpiricalNormalization
+from rslkit.models.recurrent import Hidden, Memory, mask_hidden
+
+
+@dataclass
+class PolicyCfg:
+    """Actor-critic architecture."""
+
+    actor_hidden_dims: tuple[int, ...] = (256, 256, 256)
+    critic_hidden_dims: tuple[int, ...] = (256, 256, 256)
+    activation: str = "elu"
+    distribution: Literal["gaussian", "tanh_gaussian", "beta", "categorical"] = "gaussian"
+    """``tanh_gaussian`` and ``beta`` give bounded actions in [-1, 1]; ``categorical`` needs a Discrete env."""
+    state_dependent_std: bool = False
+    """Gaussian std from the network (True) or a learned vector (False)."""
+    init_std: float = 1.0
+    min_std: float = 1e-3
+    max_std: float = 10.0
+    obs_normalization: bool = True
+    """Empirical normalization per observation group (updated after each PPO update)."""
+    actor_obs_groups: tuple[str, ...] = ("policy",)
+    critic_obs_groups: tuple[str, ...] = ()
+    """Empty: the env's ``critic`` group if it has one (asymmetric actor-critic), else the actor's groups."""
+    rnn_type: Literal["none", "gru", "lstm"] = "none"
+    rnn_hidden_dim: int = 256
+    rnn_num_layers: int = 1
+
+
+def resolve_obs_groups(obs: TensorDict, cfg: PolicyCfg) -> dict[str, list[str]]:
+    """Map ``actor``/``critic`` to lists of observation groups present in ``obs``.
+
+    Raises:
+        ValueError: naming the missing group and the groups the env provides.
+    """
+    actor = list(cfg.actor_obs_groups)
+    critic = list(cfg.critic_obs_groups) or (["critic"] if "critic" in obs.keys() else actor)
+    for role, groups in (("actor", actor), ("critic", critic)):
+        if not groups:
+            raise ValueError(f"No observation groups for the {role}; set agent.policy.{role}_obs_groups.")
+        for g in groups:
+            if g not in obs.keys():
+                raise ValueError(
+                    f"Observation group '{g}' for the {role} is not provided by the env, which has "
+                    f"{sorted(obs.keys())}; set agent.policy.{role}_obs_groups."
+                )
+            if obs[g].dim() != 2:
+                raise ValueError(f"Observation group '{g}' must be [num_envs, dim], got {list(obs[g].shape)}.")
+    return {"actor": actor, "critic": critic}
+
+
+class ActorCritic(nn.Module):
+    """Actor and critic networks with their own trunks; observation groups normalized once, shared by both.
+
+    Rollout: :meth:`act` (samples raw actions, advances hidden states). Update: :meth:`evaluate`.
+    Deployment: :meth:`act_inference` (deterministic env actions).
+    """
+
+    def __init__(self, obs: TensorDict, num_actions: int, cfg: PolicyCfg, num_choices: int | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.obs_groups = resolve_obs_groups(obs, cfg)
+        used = list(dict.fromkeys(self.obs_groups["actor"] + self.obs_groups["critic"]))
+        dims = {g: obs[g].shape[-1] for g in used}
+        self.normalizers = nn.ModuleDict(
+            {g: EmpiricalNormalization(dims[g]) if cfg.obs_normalization else nn.Identity() for g in used}
+        )
+        self.dist = make_distribution(
+            cfg.distribution, num_actions, num_choices, cfg.init_std, cfg.state_dependent_std, cfg.min_std, cfg.max_std
+        )
+        actor_in = sum(dims[g] for g in self.obs_groups["actor"])
+        critic_in = sum(dims[g] for g in self.obs_groups["critic"])
+        self.is_recurrent = cfg.rnn_type != "none"
+        self.actor_memory: Memory | None = None
+        self.critic_memory: Memory | None = None
+        if self.is_recurrent:
+            self.actor_memory = Memory(actor_in, cfg.rnn_type, cfg.rnn_hidden_dim, cfg.rnn_num_layers)
+            self.critic_memory = Memory(critic_in, cfg.rnn_type, cfg.rnn_hidden_dim, cfg.rnn_num_layers)
+            actor_in = critic_in = cfg.rnn_hidden_dim
+        self.actor = make_mlp(actor_in, cfg.actor_hidden_dims, self.dist.head_dim, cfg.activation)
+        self.critic = make_mlp(critic_in, cfg.critic_hidden_dims, 1, cfg.activation)
+        # Small last actor layer: initial actions near zero mean, so exploration starts from init_std.
+        nn.init.orthogonal_(self.actor[-1].weight, gain=0.01)
+        nn.init.zeros_(self.actor[-1].bias)
+        self.actor_hidden: Hidden | None = None
+        self.critic_hidden: Hidden | None = None
+
+    # ------------------------------------------------------------------ inputs
+    def _inputs(self, obs: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        norm = {g: self.normalizers[g](obs[g]) for g in self.normalizers}
+        actor_groups, critic_groups = self.obs_groups["actor"], self.obs_groups["critic"]
+        actor_x = norm[actor_groups[0]] if len(actor_groups) == 1 else torch.cat([norm[g] for g in actor_groups], -1)
+        if critic_groups == actor_groups:
+            return actor_x, actor_x
+        critic_x = torch.cat([norm[g] for g in critic_groups], -1)
+        return actor_x, critic_x
+
+    def _ensure_hidden(self, batch: int, device: torch.device) -> None:
+        assert self.actor_memory is not None and self.critic_memory is not None
+        if self.actor_hidden is None:
+            self.actor_hidden = self.actor_memory.init_hidden(batch, device)
+        if self.critic_hidden is None:
+            self.critic_hidden = self.critic_memory.init_hidden(batch, device)
+
+    # ------------------------------------------------------------------ rollout
+    def act(self, obs: TensorDict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Sample raw actions; returns ``(raw [N, R], log_prob [N], value [N], dist params)``."""
+        actor_x, critic_x = self._inputs(obs)
+        if self.is_recurrent:
+            self._ensure_hidden(actor_x.shape[0], actor_x.device)
+            actor_x, self.actor_hidden = self.actor_memory.step(actor_x, self.actor_hidden)  # type: ignore[union-attr]
+            critic_x, self.critic_hidden = self.critic_memory.step(critic_x, self.critic_hidden)  # type: ignore
+        params = self.dist.params(self.actor(actor_x))
+        raw = self.dist.sample(params)
+        return raw, self.dist.log_prob(params, raw), self.critic(critic_x).squeeze(-1), params
+
+    def value(self, obs: TensorDict) -> torch.Tensor:
+        """Critic value ``[N]`` of ``obs`` without advancing the critic's hidden state."""
+        _, critic_x = self._inputs(obs)
+        if self.is_recurrent:
+            self._ensure_hidden(critic_x.shape[0], critic_x.device)
+            critic_x, _ = self.critic_memory.step(critic_x, self.critic_hidden)  # type: ignore[union-attr]
+        return self.critic(critic_x).squeeze(-1)
+
+    def act_inference(self, obs: TensorDict) -> torch.Tensor:
+        """Deterministic env actions ``[N, A]`` (advances the actor's hidden state)."""
+        actor_x, _ = self._inputs(obs)
+        if self.is_recurrent:
+            self._ensure_hidden(actor_x.shape[0], actor_x.device)
+            actor_x, self.actor_hidden = self.actor_memory.step(actor_x, self.actor_hidden)  # type: ignore[union-attr]
+        return self.dist.to_env(self.dist.mode(self.dist.params(self.actor(actor_x))))
+
+    def to_env(self, raw: torch.Tensor) -> torch.Tensor:
+        """Env actions from raw samples."""
+        return self.dist.to_env(raw)
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Zero the hidden states of finished episodes (all of them when ``dones`` is None)."""
+        if not self.is_recurrent:
+            return
+        if dones is None:
+            self.actor_hidden = self.critic_hidden = None
+            return
+        keep = ~dones.bool()
+        if self.actor_hidden is not None:
+            self.actor_hidden = mask_hidden(self.actor_hidden, keep)
+        if self.critic_hidden is not None:
+            self.critic_hidden = mask_hidden(self.critic_hidden, keep)
+
+    def hidden_states(self) -> tuple[Hidden | None, Hidden | None]:
+        """Current ``(actor, critic)`` hidden states (for storing at the start of a rollout)."""
+        return self.actor_hidden, self.critic_hidden
+
+    # ------------------------------------------------------------------ update
+    def evaluate(
+        self,
+        obs: TensorDict,
+        raw: torch.Tensor,
+        hidden: tuple[Hidden, Hidden] | None = None,
+        resets: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Log-prob, entropy, value and dist params of stored raw actions.
+
+        Feed-forward: ``obs`` batch ``[B]``, ``raw [B, R]``. Recurrent: ``obs`` batch ``[T, B]``, ``raw [T, B, R]``,
+        ``hidden`` the states at the rollout start and ``resets [T, B]``; outputs are flattened to ``[T*B]``.
+        """
+        actor_x, critic_x = self._inputs(obs)
+        if self.is_recurrent:
+            if hidden is None or resets is None:
+                raise ValueError("A recurrent policy needs the initial hidden states and the resets of the sequence.")
+            actor_x = self.actor_memory.sequence(actor_x, hidden[0], resets).flatten(0, 1)  # type: ignore[union-attr]
+            critic_x = self.critic_memory.sequence(critic_x, hidden[1], resets).flatten(0, 1)  # type: ignore
+            raw = raw.flatten(0, 1)
+        params = self.dist.params(self.actor(actor_x))
+        return (
+            self.dist.log_prob(params, raw),
+            self.dist.entropy(params),
+            self.critic(critic_x).squeeze(-1),
+            params,
+        )
+
+    @torch.no_grad()
+    def update_normalization(self, obs: TensorDict) -> None:
+        """Fold observations (any batch shape) into each group's running statistics."""
+        for g, norm in self.normalizers.items():
+            if isinstance(norm, EmpiricalNormalization):
+                norm.update(obs[g].reshape(-1, obs[g].shape[-1]))

@@ -1,0 +1,32 @@
+"""Multi-layer perceptrons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch.nn as nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "elu": nn.ELU,
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "silu": nn.SiLU,
+    "gelu": nn.GELU,
+    "leaky_relu": nn.LeakyReLU,
+}
+
+
+def make_mlp(input_dim: int, hidden_dims: Sequence[int], output_dim: int, activation: str = "elu") -> nn.Sequential:
+    """``Linear -> act -> ... -> Linear`` mapping ``[B, input_dim]`` to ``[B, output_dim]``.
+
+    Raises:
+        ValueError: for an unknown activation name.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"Unknown activation '{activation}'; choose one of {sorted(ACTIVATIONS)}.")
+    layers: list[nn.Module] = []
+    dims = [input_dim, *hidden_dims]
+    for d_in, d_out in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(d_in, d_out), ACTIVATIONS[activation]()]
+    layers.append(nn.Linear(dims[-1], output_dim))
+    return nn.Sequential(*layers)

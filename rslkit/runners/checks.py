@@ -1,0 +1,32 @@
+"""Input checks that name the offending environments."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+
+def _bad_envs(x: torch.Tensor) -> list[int]:
+    finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(-1)
+    if bool(finite.all()):
+        return []
+    return (~finite).nonzero().squeeze(-1).tolist()
+
+
+def check_finite(obs: TensorDict, rewards: torch.Tensor) -> None:
+    """Raise if any observation group or reward is NaN/inf, naming the env indices.
+
+    Raises:
+        ValueError: with the group and the first env indices affected.
+    """
+    for group, value in obs.items():
+        bad = _bad_envs(value)
+        if bad:
+            raise ValueError(
+                f"Non-finite values in observation group '{group}' for env indices {bad[:20]}"
+                f"{' ...' if len(bad) > 20 else ''}. The simulation of these envs likely diverged: check their "
+                "actions, reset logic and physics time step (set agent.check_for_nan false to skip this check)."
+            )
+    bad = _bad_envs(rewards.unsqueeze(-1))
+    if bad:
+        raise ValueError(f"Non-finite rewards for env indices {bad[:20]}; check the reward terms of the task.")

@@ -1,0 +1,127 @@
+"""Preallocated ``[T, N]`` rollout storage on the training device, with feed-forward and recurrent mini-batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDict
+
+from rslkit.models.recurrent import Hidden
+
+
+@dataclass
+class MiniBatch:
+    """One PPO mini-batch. Feed-forward: batch ``[B]``. Recurrent: ``[T, B]`` sequences plus start states."""
+
+    obs: TensorDict
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    returns: torch.Tensor
+    advantages: torch.Tensor
+    dist_params: tuple[torch.Tensor, ...]
+    hidden: tuple[Hidden, Hidden] | None = None
+    resets: torch.Tensor | None = None
+
+
+def _select_hidden(hidden: Hidden, idx: torch.Tensor) -> Hidden:
+    if isinstance(hidden, tuple):
+        return hidden[0][:, idx], hidden[1][:, idx]
+    return hidden[:, idx]
+
+
+class RolloutStorage:
+    """Holds ``num_steps`` transitions of ``num_envs`` envs: observations (all groups), raw actions, log-probs,
+    values, rewards, dones, distribution parameters; returns and advantages after :meth:`compute_returns`."""
+
+    def __init__(self, num_steps: int, obs: TensorDict, raw_dim: int, num_params: int, device: torch.device) -> None:
+        n = obs.batch_size[0]
+        self.num_steps, self.num_envs, self.device = num_steps, n, device
+        self.obs = obs.to(device).unsqueeze(0).expand(num_steps, *obs.batch_size).clone()
+        z = torch.zeros
+        self.actions = z(num_steps, n, raw_dim, device=device)
+        self.log_probs = z(num_steps, n, device=device)
+        self.values = z(num_steps, n, device=device)
+        self.rewards = z(num_steps, n, device=device)
+        self.dones = z(num_steps, n, dtype=torch.bool, device=device)
+        self.returns = z(num_steps, n, device=device)
+        self.advantages = z(num_steps, n, device=device)
+        self.dist_params: list[torch.Tensor] | None = None
+        self.num_params = num_params
+        self.hidden0: tuple[Hidden, Hidden] | None = None
+        self.step = 0
+
+    def add(
+        self,
+        obs: TensorDict,
+        actions: torch.Tensor,
+        log_probs: torch.Tensor,
+        values: torch.Tensor,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        dist_params: tuple[torch.Tensor, ...],
+    ) -> None:
+        """Store one transition (all ``[N, ...]``)."""
+        if self.step >= self.num_steps:
+            raise RuntimeError("Rollout storage is full; call clear() after the update.")
+        t = self.step
+        for key, value in obs.items():
+            self.obs[key][t].copy_(value)
+        self.actions[t].copy_(actions)
+        self.log_probs[t].copy_(log_probs)
+        self.values[t].copy_(values)
+        self.rewards[t].copy_(rewards)
+        self.dones[t].copy_(dones)
+        if self.dist_params is None:
+            self.dist_params = [torch.zeros(self.num_steps, *p.shape, device=self.device) for p in dist_params]
+        for buf, p in zip(self.dist_params, dist_params):
+            buf[t].copy_(p)
+        self.step += 1
+
+    def clear(self) -> None:
+        """Start a new rollout."""
+        self.step = 0
+
+    def mini_batches(self, num_mini_batches: int, num_epochs: int) -> Iterator[MiniBatch]:
+        """Shuffled feed-forward mini-batches over all ``T * N`` samples, ``num_epochs`` times."""
+        total = self.num_steps * self.num_envs
+        size = total // num_mini_batches
+        flat_obs = self.obs.flatten(0, 1)
+        flat = [
+            t.flatten(0, 1) for t in (self.actions, self.log_probs, self.values, self.returns, self.advantages)
+        ]
+        params = [p.flatten(0, 1) for p in self.dist_params or []]
+        for _ in range(num_epochs):
+            perm = torch.randperm(total, device=self.device)
+            for i in range(num_mini_batches):
+                idx = perm[i * size : (i + 1) * size]
+                a, lp, v, r, adv = (t[idx] for t in flat)
+                yield MiniBatch(flat_obs[idx], a, lp, v, r, adv, tuple(p[idx] for p in params))
+
+    def recurrent_mini_batches(self, num_mini_batches: int, num_epochs: int) -> Iterator[MiniBatch]:
+        """Mini-batches of whole ``[T, B]`` env sequences with their start hidden states and reset masks."""
+        if self.hidden0 is None:
+            raise RuntimeError("Recurrent storage needs the hidden states at the rollout start (hidden0).")
+        if self.num_envs < num_mini_batches:
+            raise ValueError(f"num_envs ({self.num_envs}) must be >= num_mini_batches ({num_mini_batches}).")
+        # resets[t]: zero the state before step t, i.e. where step t-1 ended an episode.
+        resets = torch.zeros_like(self.dones)
+        resets[1:] = self.dones[:-1]
+        size = self.num_envs // num_mini_batches
+        for _ in range(num_epochs):
+            perm = torch.randperm(self.num_envs, device=self.device)
+            for i in range(num_mini_batches):
+                idx = perm[i * size : (i + 1) * size]
+                yield MiniBatch(
+                    obs=self.obs[:, idx],
+                    actions=self.actions[:, idx],
+                    log_probs=self.log_probs[:, idx].flatten(),
+                    values=self.values[:, idx].flatten(),
+                    returns=self.returns[:, idx].flatten(),
+                    advantages=self.advantages[:, idx].flatten(),
+                    dist_params=tuple(p[:, idx].flatten(0, 1) for p in self.dist_params or []),
+                    hidden=(_select_hidden(self.hidden0[0], idx), _select_hidden(self.hidden0[1], idx)),
+                    resets=resets[:, idx],
+                )

@@ -1,0 +1,1 @@
+"""Configuration, logging, checkpoints, seeding and distributed helpers."""

@@ -1,0 +1,6 @@
+"""Train a policy: ``python train.py --task pendulum`` (``--help`` lists tasks and options)."""
+
+from rslkit.cli.train import main
+
+if __name__ == "__main__":
+    main()
