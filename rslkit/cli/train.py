@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from rslkit.cli.common import make_parser, resolve_device
 from rslkit.envs.registry import get_task
-from rslkit.runners.config import PPORunnerCfg
-from rslkit.runners.on_policy_runner import OnPolicyRunner
+from rslkit.runners.registry import get_runner
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 from rslkit.utils.config import apply_overrides, from_dict, to_dict
 from rslkit.utils.distributed import init_distributed, shutdown_distributed
@@ -23,7 +23,7 @@ def _latest_run(task_dir: Path) -> Path:
     return runs[-1]
 
 
-def main(argv: list[str] | None = None) -> OnPolicyRunner:
+def main(argv: list[str] | None = None) -> Any:
     """Parse the command line, build env and runner, and train."""
     parser = make_parser("Train a policy on a registered task.")
     parser.add_argument("--task", required=True, help="registered task name (see below)")
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> OnPolicyRunner:
     spec = get_task(args.task)
     if args.algo not in spec.agent_cfgs:
         parser.error(f"task '{args.task}' has no '{args.algo}' config; available: {sorted(spec.agent_cfgs)}")
+    cfg_cls, runner_cls = get_runner(args.algo)
     dist_info, device = init_distributed(resolve_device(args.device))
 
     ckpt_path: Path | None = None
@@ -50,10 +51,14 @@ def main(argv: list[str] | None = None) -> OnPolicyRunner:
             _latest_run(Path(args.logdir) / args.task)
         )
         saved = load_checkpoint(ckpt_path)
+        if saved.get("algorithm") != args.algo:
+            raise ValueError(
+                f"Checkpoint '{ckpt_path}' was trained with --algo {saved.get('algorithm')}; resume with that --algo."
+            )
         if saved.get("task") != args.task:
             raise ValueError(f"Checkpoint '{ckpt_path}' was trained on task '{saved.get('task')}', not '{args.task}'.")
         env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"])
-        agent_cfg = from_dict(PPORunnerCfg, saved["agent_cfg"])
+        agent_cfg = from_dict(cfg_cls, saved["agent_cfg"])
         seed = saved["seed"] if args.seed is None else args.seed
         run_dir = ckpt_path.parent
     else:
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> OnPolicyRunner:
     seed_everything(seed + dist_info.rank)
     env = spec.make_env(env_cfg, device)
     run_info = {"task": args.task, "seed": seed, "env_cfg": to_dict(env_cfg)}
-    runner = OnPolicyRunner(env, agent_cfg, run_dir, device, dist_info, run_info)
+    runner = runner_cls(env, agent_cfg, run_dir, device, dist_info, run_info)
     if saved is not None and ckpt_path is not None:
         runner.load(ckpt_path)
         print(f"Resumed {ckpt_path} at iteration {runner.iteration}.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,17 @@ class OnPolicyRunner:
     def policy(self) -> ActorCritic:
         """The actor-critic being trained."""
         return self.alg.policy
+
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic policy ``obs -> env actions`` for evaluation (recurrent state reset on episode ends by
+        :meth:`reset_inference`)."""
+        self.policy.eval()
+        self.policy.reset()
+        return self.policy.act_inference
+
+    def reset_inference(self, dones: torch.Tensor) -> None:
+        """Clear the recurrent state of finished episodes during evaluation."""
+        self.policy.reset(dones)
 
     # ------------------------------------------------------------------ training loop
     def learn(self, num_iterations: int | None = None) -> dict[str, float]:

@@ -1,0 +1,25 @@
+"""Algorithm name -> (agent config class, runner class), so the CLI stays one runner family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rslkit.runners.config import PPORunnerCfg
+from rslkit.runners.on_policy_runner import OnPolicyRunner
+
+RUNNERS: dict[str, tuple[type, Any]] = {
+    "ppo": (PPORunnerCfg, OnPolicyRunner),
+}
+"""Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
+``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``."""
+
+
+def get_runner(algo: str) -> tuple[type, Any]:
+    """Config class and runner class of an algorithm.
+
+    Raises:
+        ValueError: for an unknown algorithm name.
+    """
+    if algo not in RUNNERS:
+        raise ValueError(f"Unknown algorithm '{algo}'; available: {sorted(RUNNERS)}.")
+    return RUNNERS[algo]
