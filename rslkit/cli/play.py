@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     spec = get_task(args.task)
     saved = load_checkpoint(Path(args.checkpoint))
     if saved.get("task") != args.task:
-        raise ValueError(f"Checkpoint '{args.checkpoint}' was trained on task '{saved.get('task')}', not '{args.task}'.")
+        raise ValueError(
+            f"Checkpoint '{args.checkpoint}' was trained on task '{saved.get('task')}', not '{args.task}'."
+        )
     cfg_cls, runner_cls = get_runner(saved["algorithm"])
     env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"])
     agent_cfg = from_dict(cfg_cls, saved["agent_cfg"])
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     runner.load(args.checkpoint, weights_only=True)
     stats = evaluate(runner, env, args.episodes)
     line = (
-        f"{args.task}: {int(stats['episodes'])} episodes | return {stats['return_mean']:.2f} ± {stats['return_std']:.2f}"
+        f"{args.task}: {int(stats['episodes'])} episodes"
+        f" | return {stats['return_mean']:.2f} ± {stats['return_std']:.2f}"
         f" | length {stats['length_mean']:.1f} ± {stats['length_std']:.1f}"
     )
     if "success_rate" in stats:

@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> Any:
     ckpt_path: Path | None = None
     saved = None
     if args.resume:
-        ckpt_path = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(
-            _latest_run(Path(args.logdir) / args.task)
+        ckpt_path = (
+            Path(args.checkpoint) if args.checkpoint else latest_checkpoint(_latest_run(Path(args.logdir) / args.task))
         )
         saved = load_checkpoint(ckpt_path)
         if saved.get("algorithm") != args.algo:

@@ -92,8 +92,10 @@ class ActorCritic(nn.Module):
         self.actor = make_mlp(actor_in, cfg.actor_hidden_dims, self.dist.head_dim, cfg.activation)
         self.critic = make_mlp(critic_in, cfg.critic_hidden_dims, 1, cfg.activation)
         # Small last actor layer: initial actions near zero mean, so exploration starts from init_std.
-        nn.init.orthogonal_(self.actor[-1].weight, gain=0.01)
-        nn.init.zeros_(self.actor[-1].bias)
+        last = self.actor[-1]
+        assert isinstance(last, nn.Linear)
+        nn.init.orthogonal_(last.weight, gain=0.01)
+        nn.init.zeros_(last.bias)
         self.actor_hidden: Hidden | None = None
         self.critic_hidden: Hidden | None = None
 
@@ -107,21 +109,38 @@ class ActorCritic(nn.Module):
         critic_x = torch.cat([norm[g] for g in critic_groups], -1)
         return actor_x, critic_x
 
-    def _ensure_hidden(self, batch: int, device: torch.device) -> None:
-        assert self.actor_memory is not None and self.critic_memory is not None
-        if self.actor_hidden is None:
+    def ensure_hidden(self, batch: int, device: torch.device) -> None:
+        """Create zero hidden states for ``batch`` envs where none exist yet (recurrent policies only)."""
+        if self.actor_memory is not None and self.actor_hidden is None:
             self.actor_hidden = self.actor_memory.init_hidden(batch, device)
-        if self.critic_hidden is None:
+        if self.critic_memory is not None and self.critic_hidden is None:
             self.critic_hidden = self.critic_memory.init_hidden(batch, device)
+
+    def _actor_step(self, x: torch.Tensor) -> torch.Tensor:
+        """Actor trunk input for one step; advances the actor's hidden state."""
+        if self.actor_memory is None:
+            return x
+        self.ensure_hidden(x.shape[0], x.device)
+        assert self.actor_hidden is not None
+        x, self.actor_hidden = self.actor_memory.step(x, self.actor_hidden)
+        return x
+
+    def _critic_step(self, x: torch.Tensor, advance: bool = True) -> torch.Tensor:
+        """Critic trunk input for one step; advances the critic's hidden state if ``advance``."""
+        if self.critic_memory is None:
+            return x
+        self.ensure_hidden(x.shape[0], x.device)
+        assert self.critic_hidden is not None
+        x, hidden = self.critic_memory.step(x, self.critic_hidden)
+        if advance:
+            self.critic_hidden = hidden
+        return x
 
     # ------------------------------------------------------------------ rollout
     def act(self, obs: TensorDict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         """Sample raw actions; returns ``(raw [N, R], log_prob [N], value [N], dist params)``."""
         actor_x, critic_x = self._inputs(obs)
-        if self.is_recurrent:
-            self._ensure_hidden(actor_x.shape[0], actor_x.device)
-            actor_x, self.actor_hidden = self.actor_memory.step(actor_x, self.actor_hidden)  # type: ignore[union-attr]
-            critic_x, self.critic_hidden = self.critic_memory.step(critic_x, self.critic_hidden)  # type: ignore
+        actor_x, critic_x = self._actor_step(actor_x), self._critic_step(critic_x)
         params = self.dist.params(self.actor(actor_x))
         raw = self.dist.sample(params)
         return raw, self.dist.log_prob(params, raw), self.critic(critic_x).squeeze(-1), params
@@ -129,17 +148,12 @@ class ActorCritic(nn.Module):
     def value(self, obs: TensorDict) -> torch.Tensor:
         """Critic value ``[N]`` of ``obs`` without advancing the critic's hidden state."""
         _, critic_x = self._inputs(obs)
-        if self.is_recurrent:
-            self._ensure_hidden(critic_x.shape[0], critic_x.device)
-            critic_x, _ = self.critic_memory.step(critic_x, self.critic_hidden)  # type: ignore[union-attr]
-        return self.critic(critic_x).squeeze(-1)
+        return self.critic(self._critic_step(critic_x, advance=False)).squeeze(-1)
 
     def act_inference(self, obs: TensorDict) -> torch.Tensor:
         """Deterministic env actions ``[N, A]`` (advances the actor's hidden state)."""
         actor_x, _ = self._inputs(obs)
-        if self.is_recurrent:
-            self._ensure_hidden(actor_x.shape[0], actor_x.device)
-            actor_x, self.actor_hidden = self.actor_memory.step(actor_x, self.actor_hidden)  # type: ignore[union-attr]
+        actor_x = self._actor_step(actor_x)
         return self.dist.to_env(self.dist.mode(self.dist.params(self.actor(actor_x))))
 
     def to_env(self, raw: torch.Tensor) -> torch.Tensor:
@@ -177,11 +191,11 @@ class ActorCritic(nn.Module):
         ``hidden`` the states at the rollout start and ``resets [T, B]``; outputs are flattened to ``[T*B]``.
         """
         actor_x, critic_x = self._inputs(obs)
-        if self.is_recurrent:
+        if self.actor_memory is not None and self.critic_memory is not None:
             if hidden is None or resets is None:
                 raise ValueError("A recurrent policy needs the initial hidden states and the resets of the sequence.")
-            actor_x = self.actor_memory.sequence(actor_x, hidden[0], resets).flatten(0, 1)  # type: ignore[union-attr]
-            critic_x = self.critic_memory.sequence(critic_x, hidden[1], resets).flatten(0, 1)  # type: ignore
+            actor_x = self.actor_memory.sequence(actor_x, hidden[0], resets).flatten(0, 1)
+            critic_x = self.critic_memory.sequence(critic_x, hidden[1], resets).flatten(0, 1)
             raw = raw.flatten(0, 1)
         params = self.dist.params(self.actor(actor_x))
         return (

@@ -81,9 +81,9 @@ class Gaussian(ActionDistribution):
         if self.state_dependent:
             mean, log_std = head.chunk(2, dim=-1)
             log_std = log_std + self.init_log_std
-        else:
-            mean, log_std = head, self.log_std.expand_as(head)
-        return mean, log_std.clamp(self.log_min, self.log_max).exp()
+            return mean, log_std.clamp(self.log_min, self.log_max).exp()
+        # Clamp and exponentiate the [A] vector once, then broadcast (no [B, A] work).
+        return head, self.log_std.clamp(self.log_min, self.log_max).exp().expand_as(head)
 
     def sample(self, params: tuple[torch.Tensor, ...]) -> torch.Tensor:
         mean, std = params

@@ -19,7 +19,8 @@ def check_finite(obs: TensorDict, rewards: torch.Tensor) -> None:
     Raises:
         ValueError: with the group and the first env indices affected.
     """
-    for group, value in obs.items():
+    for group, value in obs.items(include_nested=True, leaves_only=True):
+        assert isinstance(value, torch.Tensor)
         bad = _bad_envs(value)
         if bad:
             raise ValueError(

@@ -56,7 +56,9 @@ class EpisodeStats:
         """Restore :meth:`state_dict` output."""
         self.returns.copy_(state["returns"])
         self.lengths.copy_(state["lengths"])
-        for buf, values in zip((self.finished_returns, self.finished_lengths, self.finished_success), state["finished"]):
+        for buf, values in zip(
+            (self.finished_returns, self.finished_lengths, self.finished_success), state["finished"]
+        ):
             buf.clear()
             buf.extend(values)
         self.num_finished = state["num_finished"]

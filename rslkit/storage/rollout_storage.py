@@ -89,9 +89,7 @@ class RolloutStorage:
         total = self.num_steps * self.num_envs
         size = total // num_mini_batches
         flat_obs = self.obs.flatten(0, 1)
-        flat = [
-            t.flatten(0, 1) for t in (self.actions, self.log_probs, self.values, self.returns, self.advantages)
-        ]
+        flat = [t.flatten(0, 1) for t in (self.actions, self.log_probs, self.values, self.returns, self.advantages)]
         params = [p.flatten(0, 1) for p in self.dist_params or []]
         for _ in range(num_epochs):
             perm = torch.randperm(total, device=self.device)

@@ -28,7 +28,7 @@ def from_dict(cls: type, data: dict[str, Any]) -> Any:
     kwargs = {}
     for name, value in data.items():
         typ = hints[name]
-        if dataclasses.is_dataclass(typ) and isinstance(value, dict):
+        if isinstance(typ, type) and dataclasses.is_dataclass(typ) and isinstance(value, dict):
             kwargs[name] = from_dict(typ, value)
         elif get_origin(typ) is tuple and isinstance(value, list):
             kwargs[name] = tuple(value)

@@ -40,6 +40,7 @@ class RunLogger:
         self._csv_keys: list[str] = []
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._resume_csv(start_iteration)
             if config is not None:
                 (self.log_dir / "config.json").write_text(json.dumps(config, indent=2, default=str))
             if "tensorboard" in backends:
@@ -72,6 +73,21 @@ class RunLogger:
             if summary:
                 self._bar.write(summary)
             self._bar.update(1)
+
+    def _resume_csv(self, start_iteration: int) -> None:
+        """Keep the rows of an existing ``metrics.csv`` before ``start_iteration`` (a resumed run continues it)."""
+        assert self.log_dir is not None
+        path = self.log_dir / "metrics.csv"
+        if not path.exists():
+            return
+        with path.open() as f:
+            reader = csv.DictReader(f)
+            self._csv_keys = list(reader.fieldnames or [])
+            rows = [r for r in reader if int(r["iteration"]) < start_iteration]
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self._csv_keys)
+            writer.writeheader()
+            writer.writerows(rows)
 
     def _write_csv(self, iteration: int, metrics: dict[str, float]) -> None:
         assert self.log_dir is not None

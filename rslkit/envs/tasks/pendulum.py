@@ -78,7 +78,7 @@ class PendulumTask(TorchTask):
 
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         return {
-            "angle": -angle_normalize(self._prev_th) ** 2,
+            "angle": -(angle_normalize(self._prev_th) ** 2),
             "velocity": -0.1 * self._prev_th_dot**2,
             "torque": -0.001 * self._u**2,
         }
