@@ -25,6 +25,26 @@ class MiniBatch:
     hidden: tuple[Hidden, Hidden] | None = None
     resets: torch.Tensor | None = None
 
+    def split(self, size: int) -> list[MiniBatch]:
+        """Consecutive feed-forward micro-batches of at most ``size`` samples (views, no copies)."""
+        if self.hidden is not None:
+            raise ValueError("Recurrent mini-batches are not split into micro-batches.")
+        out = []
+        for start in range(0, self.actions.shape[0], size):
+            sl = slice(start, start + size)
+            out.append(
+                MiniBatch(
+                    self.obs[sl],
+                    self.actions[sl],
+                    self.log_probs[sl],
+                    self.values[sl],
+                    self.returns[sl],
+                    self.advantages[sl],
+                    tuple(p[sl] for p in self.dist_params),
+                )
+            )
+        return out
+
 
 def _select_hidden(hidden: Hidden, idx: torch.Tensor) -> Hidden:
     if isinstance(hidden, tuple):

@@ -101,3 +101,20 @@ def test_normalizer_changes_only_after_update():
     before = norm.count.clone()
     ppo.update()
     assert norm.count.item() == before.item() + ppo.storage.num_steps * ppo.storage.num_envs
+
+
+def test_micro_batches_give_the_same_update():
+    policy_cfg = PolicyCfg(actor_hidden_dims=(16,), critic_hidden_dims=(16,))
+    results = []
+    for micro in (0, 7):
+        ppo = _rollout(policy_cfg, PPOCfg(num_mini_batches=1, num_learning_epochs=1, micro_batch_size=micro))
+        torch.manual_seed(3)
+        batch = next(iter(ppo.storage.mini_batches(1, 1)))
+        stats = ppo._update_mini_batch(batch)
+        results.append((stats, {k: v.clone() for k, v in ppo.policy.state_dict().items()}, ppo.learning_rate))
+    (s0, p0, lr0), (s1, p1, lr1) = results
+    for key in p0:
+        torch.testing.assert_close(p1[key], p0[key], atol=1e-6, rtol=1e-5, msg=key)
+    for key in ("surrogate", "value", "kl", "entropy"):
+        torch.testing.assert_close(s1[key], s0[key], atol=1e-6, rtol=1e-5)
+    assert lr0 == lr1
