@@ -16,6 +16,11 @@ from rslkit.utils.distributed import init_distributed, shutdown_distributed
 from rslkit.utils.seeding import seed_everything
 
 
+def task_dir_name(task: str) -> str:
+    """Directory name of a task's runs (``gym:Hopper-v5`` -> ``gym_Hopper-v5``: no colons in paths)."""
+    return task.replace(":", "_").replace("/", "_")
+
+
 def _latest_run(task_dir: Path) -> Path:
     runs = sorted(p for p in task_dir.glob("*") if p.is_dir() and any(p.glob("model_*.pt")))
     if not runs:
@@ -65,7 +70,7 @@ def main(argv: list[str] | None = None) -> Any:
         env_cfg, agent_cfg = spec.env_cfg(), spec.agent_cfgs[args.algo]()
         seed = 0 if args.seed is None else args.seed
         stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-        run_dir = Path(args.logdir) / args.task / (stamp + (f"_{args.run_name}" if args.run_name else ""))
+        run_dir = Path(args.logdir) / task_dir_name(args.task) / (stamp + (f"_{args.run_name}" if args.run_name else ""))
 
     if args.num_envs is not None:
         env_cfg.num_envs = args.num_envs

@@ -51,12 +51,21 @@ def get_task(name: str) -> TaskSpec:
 
     Raises:
         ValueError: for an unknown name, listing close matches and all registered tasks.
+
+    Names ``gym:<EnvId>`` wrap any Gymnasium env (:mod:`rslkit.envs.gym_adapter`).
     """
+    if name.startswith("gym:"):
+        from rslkit.envs.gym_adapter import gym_task_spec
+
+        return gym_task_spec(name)
     _load_builtin_tasks()
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, _REGISTRY, n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ValueError(f"Unknown task '{name}'.{hint} Registered tasks: {', '.join(sorted(_REGISTRY))}.")
+        raise ValueError(
+            f"Unknown task '{name}'.{hint} Registered tasks: {', '.join(sorted(_REGISTRY))}; "
+            "any Gymnasium env works as 'gym:<EnvId>'."
+        )
     return _REGISTRY[name]
 
 

@@ -12,6 +12,7 @@ from tensordict import TensorDict
 from rslkit.models.distributions import make_distribution
 from rslkit.models.mlp import make_mlp
 from rslkit.models.normalizer import EmpiricalNormalization
+from rslkit.models.obs_groups import resolve_obs_groups
 from rslkit.models.recurrent import Hidden, Memory, mask_hidden
 
 
@@ -39,28 +40,6 @@ class PolicyCfg:
     rnn_num_layers: int = 1
 
 
-def resolve_obs_groups(obs: TensorDict, cfg: PolicyCfg) -> dict[str, list[str]]:
-    """Map ``actor``/``critic`` to lists of observation groups present in ``obs``.
-
-    Raises:
-        ValueError: naming the missing group and the groups the env provides.
-    """
-    actor = list(cfg.actor_obs_groups)
-    critic = list(cfg.critic_obs_groups) or (["critic"] if "critic" in obs.keys() else actor)
-    for role, groups in (("actor", actor), ("critic", critic)):
-        if not groups:
-            raise ValueError(f"No observation groups for the {role}; set agent.policy.{role}_obs_groups.")
-        for g in groups:
-            if g not in obs.keys():
-                raise ValueError(
-                    f"Observation group '{g}' for the {role} is not provided by the env, which has "
-                    f"{sorted(obs.keys())}; set agent.policy.{role}_obs_groups."
-                )
-            if obs[g].dim() != 2:
-                raise ValueError(f"Observation group '{g}' must be [num_envs, dim], got {list(obs[g].shape)}.")
-    return {"actor": actor, "critic": critic}
-
-
 class ActorCritic(nn.Module):
     """Actor and critic networks with their own trunks; observation groups normalized once, shared by both.
 
@@ -71,7 +50,7 @@ class ActorCritic(nn.Module):
     def __init__(self, obs: TensorDict, num_actions: int, cfg: PolicyCfg, num_choices: int | None = None) -> None:
         super().__init__()
         self.cfg = cfg
-        self.obs_groups = resolve_obs_groups(obs, cfg)
+        self.obs_groups = resolve_obs_groups(obs, cfg.actor_obs_groups, cfg.critic_obs_groups)
         used = list(dict.fromkeys(self.obs_groups["actor"] + self.obs_groups["critic"]))
         dims = {g: obs[g].shape[-1] for g in used}
         self.normalizers = nn.ModuleDict(

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributions import Beta, Categorical, kl_divergence
 
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
 
 
@@ -99,10 +99,10 @@ class Gaussian(ActionDistribution):
     def log_prob(self, params: tuple[torch.Tensor, ...], raw: torch.Tensor) -> torch.Tensor:
         mean, std = params
         z = (raw - mean) / std
-        return (-0.5 * z * z - std.log() - _LOG_SQRT_2PI).sum(-1)
+        return (-0.5 * z * z - std.log() - LOG_SQRT_2PI).sum(-1)
 
     def entropy(self, params: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        return (0.5 + _LOG_SQRT_2PI + params[1].log()).sum(-1)
+        return (0.5 + LOG_SQRT_2PI + params[1].log()).sum(-1)
 
     def kl(self, old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
         (mu0, s0), (mu1, s1) = old, new
@@ -112,7 +112,7 @@ class Gaussian(ActionDistribution):
         return params[1]
 
 
-def _log_one_minus_tanh_sq(u: torch.Tensor) -> torch.Tensor:
+def log_one_minus_tanh_sq(u: torch.Tensor) -> torch.Tensor:
     """Numerically stable ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``."""
     return 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
 
@@ -127,11 +127,11 @@ class TanhGaussian(Gaussian):
         return torch.tanh(raw)
 
     def log_prob(self, params: tuple[torch.Tensor, ...], raw: torch.Tensor) -> torch.Tensor:
-        return super().log_prob(params, raw) - _log_one_minus_tanh_sq(raw).sum(-1)
+        return super().log_prob(params, raw) - log_one_minus_tanh_sq(raw).sum(-1)
 
     def entropy(self, params: tuple[torch.Tensor, ...]) -> torch.Tensor:
         # H[tanh(u)] = H[u] + E[log |d tanh(u)/du|], the expectation estimated with one reparameterized sample.
-        return super().entropy(params) + _log_one_minus_tanh_sq(self.rsample(params)).sum(-1)
+        return super().entropy(params) + log_one_minus_tanh_sq(self.rsample(params)).sum(-1)
 
 
 class BetaDist(ActionDistribution):

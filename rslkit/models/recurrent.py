@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Union
-
 import torch
 import torch.nn as nn
 
-Hidden = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]
+Hidden = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 """GRU: ``h [L, B, H]``; LSTM: ``(h, c)``."""
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from rslkit.runners.config import PPORunnerCfg
+from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
+from rslkit.runners.sac_config import SACRunnerCfg
 
 RUNNERS: dict[str, tuple[type, Any]] = {
     "ppo": (PPORunnerCfg, OnPolicyRunner),
+    "sac": (SACRunnerCfg, OffPolicyRunner),
 }
 """Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``."""

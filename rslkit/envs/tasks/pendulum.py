@@ -88,7 +88,7 @@ class PendulumTask(TorchTask):
 
 
 def pendulum_ppo_cfg():
-    """PPO settings that reach a mean return of about -200 on Pendulum within a minute on 2 CPU cores."""
+    """PPO settings that reach a mean return of about -170 on Pendulum in 40 iterations (~20 s on 2 CPU cores)."""
     from rslkit.algorithms.ppo import PPOCfg
     from rslkit.models.actor_critic import PolicyCfg
     from rslkit.runners.config import PPORunnerCfg
@@ -99,6 +99,41 @@ def pendulum_ppo_cfg():
         num_steps_per_env=32,
         max_iterations=100,
         save_interval=50,
+        # Spread the first time-outs: 200-step episodes that all end together make learning (and its stats) lurch.
+        init_at_random_ep_len=True,
+    )
+
+
+def pendulum_sac_cfg():
+    """SAC on the batched Pendulum: mean training return >= -250 in 13-19 s with 64 envs on 2 busy CPU cores (one
+    torch thread); 20-45 s with the task's default 1024 envs.
+
+    Pendulum is tiny, so the large-batch recipe is scaled down: small networks, batch 1024, one update per
+    vectorized step, fast target tracking (tau 0.1) and 3-step returns with gamma 0.95.
+    """
+    from rslkit.algorithms.sac import SACCfg, SACNetworkCfg
+    from rslkit.runners.sac_config import SACRunnerCfg
+    from rslkit.storage.replay_buffer import ReplayCfg
+
+    return SACRunnerCfg(
+        algorithm=SACCfg(
+            gamma=0.95,
+            tau=0.1,
+            n_step=3,
+            batch_size=1024,
+            utd_ratio=1.0,
+            actor_lr=3e-3,
+            critic_lr=3e-3,
+            alpha_lr=3e-3,
+            init_alpha=0.1,
+        ),
+        policy=SACNetworkCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)),
+        replay=ReplayCfg(capacity=1_000_000),
+        num_steps_per_env=8,
+        max_iterations=300,
+        random_steps=10,
+        learning_starts=10,
+        save_interval=100,
     )
 
 
@@ -113,7 +148,7 @@ register_task(
         name="pendulum",
         env_cfg=lambda: PendulumCfg(num_envs=1024),
         make_env=_make,
-        agent_cfgs={"ppo": pendulum_ppo_cfg},
+        agent_cfgs={"ppo": pendulum_ppo_cfg, "sac": pendulum_sac_cfg},
         description="Gymnasium Pendulum-v1 swing-up, batched in torch",
     )
 )

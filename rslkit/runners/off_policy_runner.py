@@ -1,0 +1,307 @@
+"""Off-policy runner: vectorized env steps into a replay buffer, SAC updates, logging, checkpoints, exact resume."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+from tensordict import TensorDict
+
+from rslkit.algorithms.sac import SAC, SACModel
+from rslkit.envs.vec_env import VecEnv
+from rslkit.runners.checks import check_finite
+from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.sac_config import SACRunnerCfg
+from rslkit.storage.replay_buffer import ReplayBuffer
+from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.config import to_dict
+from rslkit.utils.distributed import DistInfo
+from rslkit.utils.logger import RunLogger, format_summary
+from rslkit.utils.seeding import rng_state, set_rng_state
+
+
+def check_continuous(env: VecEnv) -> None:
+    """SAC needs continuous actions.
+
+    Raises:
+        ValueError: for an env whose ``action_space`` is a gymnasium ``Discrete`` space.
+    """
+    space = getattr(env, "action_space", None)
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        raise ValueError(
+            f"SAC needs a continuous (Box) action space, but this env's is {space}; train it with --algo ppo "
+            "(categorical policy) instead."
+        )
+
+
+def load_demonstrations(path: str | Path) -> TensorDict:
+    """Read demonstrations saved as a ``TensorDict`` (``torch.save`` file or ``TensorDict.memmap`` directory).
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+        ValueError: when the file does not hold a TensorDict.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"Demonstrations '{path}' do not exist; set agent.demo_path to a .pt file or folder.")
+    data = TensorDict.load_memmap(path) if path.is_dir() else torch.load(path, weights_only=False)
+    if isinstance(data, dict):
+        data = TensorDict(data, batch_size=[len(data["reward"])])
+    if not isinstance(data, TensorDict):
+        raise ValueError(f"'{path}' holds a {type(data).__name__}, not a TensorDict of transitions.")
+    return data
+
+
+class OffPolicyRunner:
+    """Trains SAC on a :class:`~rslkit.envs.VecEnv` (same interface as :class:`OnPolicyRunner`).
+
+    The env may report ``extras["final_obs"]`` (batch ``[N]``, the observation reached before an auto-reset, e.g.
+    the Gymnasium adapter); time-outs then bootstrap from it. Without it, a timed-out transition cannot be
+    bootstrapped and is left out of the critic loss (its n-step predecessors bootstrap from the step before).
+
+    Args:
+        env: the environment (rslkit task or any rsl_rl-style env) with continuous actions in ``[-1, 1]``.
+        cfg: agent config.
+        log_dir: run directory for checkpoints and logs; None for no files.
+        device: training device (the env may live elsewhere; data is moved).
+        dist_info: rank layout; SAC runs in one process.
+        run_info: extra entries for the checkpoint (task name, env config) so ``play.py`` can rebuild the env.
+
+    Raises:
+        ValueError: for discrete-action envs, multi-process runs or missing observation groups.
+    """
+
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: SACRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        check_continuous(env)
+        self.dist = dist_info or DistInfo()
+        if self.dist.world_size > 1:
+            raise ValueError("The SAC runner trains in one process; drop torchrun and raise --num_envs instead.")
+        if cfg.num_steps_per_env < 1:
+            raise ValueError(f"agent.num_steps_per_env must be >= 1, got {cfg.num_steps_per_env}.")
+        self.env = env
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.run_info = run_info or {}
+        obs = env.get_observations().to(self.device)
+        model = SACModel(obs, env.num_actions, cfg.policy)
+        self.alg = SAC(model, cfg.algorithm, env.num_actions, self.device)
+        self.buffer: ReplayBuffer | None = None
+        """Allocated on the first :meth:`learn` (or when a checkpoint with replay contents is loaded)."""
+        self.stats = EpisodeStats(env.num_envs, self.device, cfg.episode_stats_window)
+        self.iteration = 0
+        """The next iteration to run (also what checkpoints store)."""
+        self.env_steps = 0
+        """Vectorized env steps taken (each is ``num_envs`` transitions)."""
+
+    @property
+    def policy(self) -> SACModel:
+        """The networks being trained (actor with its normalizers, critics, targets)."""
+        return self.alg.model
+
+    @property
+    def total_env_steps(self) -> int:
+        """Transitions collected so far."""
+        return self.env_steps * self.env.num_envs
+
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic policy ``obs -> actions tanh(μ(s))`` for evaluation."""
+        self.policy.eval()
+        return self.policy.act_inference
+
+    def reset_inference(self, dones: torch.Tensor) -> None:
+        """Nothing to reset: the SAC policy is feed-forward."""
+
+    def _ensure_buffer(self) -> ReplayBuffer:
+        if self.buffer is None:
+            obs = self.env.get_observations().to(self.device).select(*self.policy.obs_groups)
+            self.buffer = ReplayBuffer(obs, self.env.num_actions, self.cfg.replay, self.device)
+            if self.cfg.demo_path:
+                self.buffer.add_demonstrations(load_demonstrations(self.cfg.demo_path))
+        return self.buffer
+
+    # ------------------------------------------------------------------ training loop
+    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
+        """Run ``num_iterations`` iterations (default: up to ``cfg.max_iterations`` in total).
+
+        Returns:
+            The metrics of the last iteration.
+        """
+        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        self._ensure_buffer()
+        if self.cfg.init_at_random_ep_len and self.iteration == 0:
+            self.env.episode_length_buf = torch.randint_like(
+                self.env.episode_length_buf, high=int(self.env.max_episode_length)
+            )
+        logger = RunLogger(
+            self.log_dir,
+            total_iterations=end,
+            start_iteration=self.iteration,
+            backends=self.cfg.logger,
+            config={"agent": to_dict(self.cfg), **self.run_info},
+            quiet=False,
+            wandb_project=self.cfg.wandb_project,
+        )
+        obs = self.env.get_observations().to(self.device)
+        metrics: dict[str, float] = {}
+        try:
+            while self.iteration < end:
+                metrics, obs = self._iteration(obs)
+                logger.log(self.iteration, metrics, format_summary(self.iteration, end, metrics))
+                self.iteration += 1
+                last = self.iteration == end
+                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
+                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+        finally:
+            logger.close()
+        return metrics
+
+    def _act(self, obs: TensorDict) -> torch.Tensor:
+        if self.env_steps < self.cfg.random_steps:
+            return torch.rand(self.env.num_envs, self.env.num_actions, device=self.device) * 2.0 - 1.0
+        return self.policy.act(obs)
+
+    def _iteration(self, obs: TensorDict) -> tuple[dict[str, float], TensorDict]:
+        assert self.buffer is not None
+        collect_time = learn_time = 0.0
+        env_log: dict[str, list] = {}
+        sums: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
+        num_updates = 0
+        for _ in range(self.cfg.num_steps_per_env):
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                self.policy.update_normalization(obs)
+                actions = self._act(obs)
+                next_obs, rewards, dones, extras = self.env.step(actions.to(self.env.device))
+            next_obs, rewards, dones = next_obs.to(self.device), rewards.to(self.device), dones.to(self.device).bool()
+            if self.cfg.check_for_nan:
+                check_finite(next_obs, rewards)
+            time_outs = extras.get("time_outs")
+            time_outs = dones & time_outs.to(self.device).bool() if time_outs is not None else torch.zeros_like(dones)
+            final_obs = extras.get("final_obs")
+            if final_obs is not None:
+                true_next, next_valid = final_obs.to(self.device), torch.ones_like(dones)
+            else:
+                true_next, next_valid = next_obs, ~time_outs
+            self.buffer.add(obs, actions, rewards, true_next, dones & ~time_outs, time_outs, next_valid)
+            success = extras.get("success")
+            self.stats.update(rewards, dones, success.to(self.device) if success is not None else None)
+            for key, value in extras.get("log", {}).items():
+                env_log.setdefault(key, []).append(value)
+            obs = next_obs
+            self.env_steps += 1
+            t1 = time.perf_counter()
+            collect_time += t1 - t0
+            if self.buffer.online.size >= self.cfg.learning_starts:
+                c = self.cfg.algorithm
+                for _ in range(self.alg.updates_due()):
+                    out = self.alg.update(self.buffer.sample(c.batch_size, c.n_step, c.gamma))
+                    for key, value in out.items():
+                        sums[key] = sums.get(key, 0.0) + value
+                        counts[key] = counts.get(key, 0) + 1
+                    num_updates += 1
+            learn_time += time.perf_counter() - t1
+        return self._metrics(sums, counts, env_log, num_updates, collect_time, learn_time), obs
+
+    def _metrics(
+        self,
+        sums: dict[str, torch.Tensor],
+        counts: dict[str, int],
+        env_log: dict[str, list],
+        num_updates: int,
+        collect_time: float,
+        learn_time: float,
+    ) -> dict[str, float]:
+        names = {
+            "value": "Loss/value",
+            "actor": "Loss/actor",
+            "alpha_loss": "Loss/alpha",
+            "q": "Policy/mean_q",
+            "target_q": "Policy/mean_target_q",
+            "entropy": "Policy/entropy",
+        }
+        metrics = {names[k]: float(v) / counts[k] for k, v in sums.items()}
+        metrics["Policy/alpha"] = float(self.alg.alpha)
+        metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
+        metrics.update(self.stats.summary())
+        for key, values in env_log.items():
+            name = key.lstrip("/")
+            metrics[name if "/" in name else f"Env/{name}"] = float(sum(float(v) for v in values) / len(values))
+        steps = self.cfg.num_steps_per_env * self.env.num_envs
+        metrics["Perf/steps_per_s"] = steps / max(collect_time + learn_time, 1e-9)
+        metrics["Perf/collect_time"] = collect_time
+        metrics["Perf/learn_time"] = learn_time
+        metrics["Perf/updates"] = float(num_updates)
+        metrics["Perf/total_env_steps"] = float(self.total_env_steps)
+        metrics["Train/replay_size"] = float(len(self.buffer)) if self.buffer is not None else 0.0
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str | Path) -> None:
+        """Write an atomic checkpoint: networks, optimizers, temperature, normalizers, config, next iteration, RNG,
+        env state, and the replay buffer when ``cfg.replay.save_in_checkpoint``."""
+        env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
+        replay = None
+        if self.cfg.replay.save_in_checkpoint and self.buffer is not None:
+            replay = self.buffer.state_dict()
+        save_checkpoint(
+            path,
+            {
+                "algorithm": "sac",
+                "iteration": self.iteration,
+                "total_env_steps": self.total_env_steps,
+                "env_steps": self.env_steps,
+                "alg": self.alg.state_dict(),
+                "agent_cfg": to_dict(self.cfg),
+                "rng": rng_state(),
+                "env_state": env_state,
+                "episode_stats": self.stats.state_dict(),
+                "replay": replay,
+                **self.run_info,
+            },
+        )
+
+    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
+        """Resume from a checkpoint (or, with ``weights_only``, just take its network weights and normalizers).
+
+        Resuming is exact (same as the uninterrupted run) when the checkpoint holds the replay buffer and the env
+        provides ``state_dict``; otherwise the buffer refills from scratch before updates resume.
+
+        Raises:
+            ValueError: if the checkpoint was made by another algorithm or an incompatible network.
+        """
+        data = load_checkpoint(path, self.device)
+        if data.get("algorithm") != "sac":
+            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by SAC.")
+        try:
+            if weights_only:
+                self.policy.load_state_dict(data["alg"]["model"])
+                return data
+            self.alg.load_state_dict(data["alg"])
+        except RuntimeError as err:
+            raise ValueError(
+                f"Checkpoint '{path}' does not fit this policy (different task, observation sizes or network); "
+                f"train a new run or pass the matching --task. Details: {str(err).splitlines()[0]}"
+            ) from None
+        self.iteration = data["iteration"]
+        self.env_steps = data.get("env_steps", 0)
+        set_rng_state(data["rng"])
+        if data.get("env_state") is not None and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(data["env_state"])
+        self.stats.load_state_dict(data["episode_stats"])
+        if data.get("replay") is not None:
+            self._ensure_buffer().load_state_dict(data["replay"])
+        return data

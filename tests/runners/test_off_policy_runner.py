@@ -1,0 +1,173 @@
+"""Off-policy runner: bad inputs, checkpoints with replay and exact resume, demonstrations, CLI, learning."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rslkit.envs.gym_adapter import GymEnvCfg, GymVecEnv
+from rslkit.envs.registry import get_task, make_env
+from rslkit.envs.tasks.pendulum import PendulumCfg, PendulumTask
+from rslkit.envs.tasks.pendulum import pendulum_sac_cfg
+from rslkit.runners.off_policy_runner import OffPolicyRunner
+from rslkit.runners.registry import get_runner
+from rslkit.runners.sac_config import SACRunnerCfg
+from rslkit.utils.checkpoint import load_checkpoint
+from rslkit.utils.seeding import seed_everything
+
+
+def _small_cfg(save_replay: bool = True) -> SACRunnerCfg:
+    cfg = pendulum_sac_cfg()
+    cfg.algorithm.batch_size = 64
+    cfg.algorithm.utd_ratio = 1.5
+    cfg.policy.actor_hidden_dims = cfg.policy.critic_hidden_dims = (16,)
+    cfg.replay.capacity = 2000
+    cfg.replay.save_in_checkpoint = save_replay
+    cfg.num_steps_per_env, cfg.random_steps, cfg.learning_starts = 4, 3, 3
+    cfg.logger = ()
+    return cfg
+
+
+def _runner(cfg: SACRunnerCfg, seed: int = 0, num_envs: int = 8) -> OffPolicyRunner:
+    seed_everything(seed)
+    env = make_env("pendulum", num_envs=num_envs, seed=seed)
+    return OffPolicyRunner(env, cfg, None, "cpu", run_info={"task": "pendulum", "seed": seed})
+
+
+def _flat_state(runner: OffPolicyRunner) -> dict[str, torch.Tensor]:
+    out = {f"model.{k}": v for k, v in runner.alg.model.state_dict().items()}
+    out["log_alpha"] = runner.alg.log_alpha.detach()
+    for name in ("actor_optimizer", "critic_optimizer"):
+        for pid, st in getattr(runner.alg, name).state_dict()["state"].items():
+            out.update({f"{name}.{pid}.{k}": v for k, v in st.items()})
+    return out
+
+
+def test_registered_as_sac():
+    assert get_runner("sac")[1] is OffPolicyRunner
+
+
+def test_discrete_env_raises():
+    env = GymVecEnv(GymEnvCfg("CartPole-v1", num_envs=2))
+    with pytest.raises(ValueError, match="continuous"):
+        OffPolicyRunner(env, _small_cfg(), None, "cpu")
+
+
+def test_resume_with_replay_equals_uninterrupted_run(tmp_path):
+    straight = _runner(_small_cfg())
+    straight.learn(6)
+
+    first = _runner(_small_cfg())
+    first.learn(3)
+    path = tmp_path / "model_3.pt"
+    first.save(path)
+    data = load_checkpoint(path)
+    assert data["algorithm"] == "sac" and data["task"] == "pendulum" and data["iteration"] == 3
+    assert data["replay"] is not None
+
+    resumed = _runner(_small_cfg(), seed=123)  # different init: everything must come from the checkpoint
+    resumed.load(path)
+    resumed.learn(3)
+    a, b = _flat_state(straight), _flat_state(resumed)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert straight.alg.num_updates == resumed.alg.num_updates > 0
+    assert straight.buffer is not None and resumed.buffer is not None
+    assert (straight.buffer.online.data == resumed.buffer.online.data).all()
+    assert straight.iteration == resumed.iteration == 6
+
+
+def test_checkpoint_without_replay_and_weights_only_load(tmp_path):
+    runner = _runner(_small_cfg(save_replay=False))
+    runner.learn(2)
+    path = tmp_path / "model_2.pt"
+    runner.save(path)
+    assert load_checkpoint(path)["replay"] is None
+    fresh = _runner(_small_cfg(save_replay=False), seed=5)
+    fresh.load(path, weights_only=True)
+    obs = runner.env.get_observations()
+    assert torch.equal(runner.inference_policy()(obs), fresh.inference_policy()(obs))
+    assert fresh.buffer is None  # evaluation never allocates the replay buffer
+
+
+def _demos(m: int, obs_dim: int = 3) -> TensorDict:
+    obs = TensorDict({"policy": torch.randn(m, obs_dim)}, batch_size=[m])
+    return TensorDict(
+        {
+            "obs": obs,
+            "action": torch.rand(m, 1) * 2 - 1,
+            "reward": -torch.rand(m),
+            "next_obs": TensorDict({"policy": torch.randn(m, obs_dim)}, batch_size=[m]),
+            "terminated": torch.zeros(m, dtype=torch.bool),
+            "truncated": torch.arange(m) % 50 == 49,
+        },
+        batch_size=[m],
+    )
+
+
+def test_demonstrations_from_file(tmp_path):
+    path = tmp_path / "demos.pt"
+    torch.save(_demos(200), path)
+    cfg = _small_cfg()
+    cfg.demo_path = str(path)
+    runner = _runner(cfg)
+    runner.learn(2)
+    assert runner.buffer is not None and runner.buffer.num_demos == 200
+    torch.save(_demos(200, obs_dim=5), path)
+    with pytest.raises(ValueError, match="shape"):
+        _runner(cfg).learn(1)
+
+
+class _PrivilegedPendulum(PendulumTask):
+    """Pendulum with a ``critic`` group holding the angle itself (asymmetric actor-critic)."""
+
+    def _observations(self) -> TensorDict:
+        obs = super()._observations()
+        obs["critic"] = torch.cat((obs["policy"], self.th[:, None]), -1)
+        return obs
+
+
+def test_asymmetric_critic_observations_are_stored_and_used():
+    seed_everything(0)
+    env = _PrivilegedPendulum(PendulumCfg(num_envs=8))
+    runner = OffPolicyRunner(env, _small_cfg(), None, "cpu")
+    assert runner.policy.critic_groups == ["critic"] and runner.policy.actor_groups == ["policy"]
+    runner.learn(2)
+    assert runner.buffer is not None
+    assert runner.buffer.online.data["next_obs", "critic"].shape[-1] == 4
+    assert runner.alg.num_updates > 0
+
+
+def test_train_and_play_cli(tmp_path, monkeypatch):
+    from rslkit.cli import play, train
+
+    monkeypatch.setitem(get_task("pendulum").agent_cfgs, "sac", _small_cfg)
+    common = ["--task", "pendulum", "--algo", "sac", "--num_envs", "8", "--logdir", str(tmp_path)]
+    runner = train.main([*common, "--max_iterations", "2", "--agent.algorithm.batch_size", "32"])
+    assert runner.iteration == 2 and runner.cfg.algorithm.batch_size == 32
+    resumed = train.main([*common, "--resume", "--max_iterations", "3"])
+    assert resumed.iteration == 3
+    ckpt = next(tmp_path.glob("pendulum/*/model_3.pt"))
+    stats = play.main(["--task", "pendulum", "--checkpoint", str(ckpt), "--episodes", "4"])
+    assert stats["episodes"] == 4.0
+
+
+def test_sac_learns_pendulum_within_a_minute():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # on a shared 2-core machine two OpenMP threads thrash (10x slower updates)
+    try:
+        cfg = pendulum_sac_cfg()
+        cfg.logger = ()
+        runner = _runner(cfg, seed=0, num_envs=64)
+        start, ret = time.perf_counter(), -float("inf")
+        while time.perf_counter() - start < 60.0 and ret < -250.0:
+            ret = runner.learn(1).get("Train/mean_return", -float("inf"))
+        elapsed = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
+    print(f"SAC pendulum: mean return {ret:.1f} after {elapsed:.1f} s, {runner.total_env_steps} env steps")
+    assert ret >= -250.0, f"mean return {ret:.1f} after {elapsed:.1f} s"
