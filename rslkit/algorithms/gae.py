@@ -15,7 +15,8 @@ def compute_gae(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns of a ``[T, N]`` rollout.
 
-    ``delta_t = r_t + gamma * (1 - d_t) * V(s_{t+1}) - V(s_t)`` and ``A_t = delta_t + gamma * lam * (1 - d_t) * A_{t+1}``.
+    ``delta_t = r_t + gamma * (1 - d_t) * V(s_{t+1}) - V(s_t)`` and
+    ``A_t = delta_t + gamma * lam * (1 - d_t) * A_{t+1}``.
     Time-outs are bootstrapped before this call by adding ``gamma * V(s_t)`` to their reward (rsl_rl convention),
     so ``dones`` here cuts the trace for both terminations and time-outs.
 

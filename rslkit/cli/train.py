@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument("--run_name", default="", help="suffix of the run directory name")
     parser.add_argument("--resume", action="store_true", help="continue a run exactly where it stopped")
     parser.add_argument("--checkpoint", help="checkpoint to resume (with --resume) or to initialize from")
+    parser.add_argument("--dataset", help="demonstrations (LeRobotDataset v3.0 directory) for --algo flow-bc")
+    parser.add_argument("--pretrained", help="flow-bc checkpoint to fine-tune with --algo reinflow")
     parser.add_argument(
         "--threads", type=int, help="torch intra-op CPU threads (default: torch's; 1 is fastest for small nets)"
     )
@@ -87,6 +89,12 @@ def main(argv: list[str] | None = None) -> Any:
         env_cfg.num_envs = args.num_envs
     if args.max_iterations is not None:
         agent_cfg.max_iterations = args.max_iterations
+    for flag in ("dataset", "pretrained"):
+        value = getattr(args, flag)
+        if value is not None:
+            if not hasattr(agent_cfg, flag):
+                parser.error(f"--{flag} does not apply to --algo {args.algo}")
+            setattr(agent_cfg, flag, value)
     env_cfg.seed = seed + dist_info.rank
     try:
         apply_overrides({"env": env_cfg, "agent": agent_cfg}, overrides)

@@ -7,11 +7,15 @@ from typing import Any
 from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
+from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg
 
 RUNNERS: dict[str, tuple[type, Any]] = {
     "ppo": (PPORunnerCfg, OnPolicyRunner),
     "sac": (SACRunnerCfg, OffPolicyRunner),
+    "flow-bc": (FlowBCRunnerCfg, PretrainRunner),
+    "reinflow": (ReinFlowRunnerCfg, ReinFlowRunner),
 }
 """Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``."""

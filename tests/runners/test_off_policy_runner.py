@@ -10,8 +10,7 @@ from tensordict import TensorDict
 
 from rslkit.envs.gym_adapter import GymEnvCfg, GymVecEnv
 from rslkit.envs.registry import get_task, make_env
-from rslkit.envs.tasks.pendulum import PendulumCfg, PendulumTask
-from rslkit.envs.tasks.pendulum import pendulum_sac_cfg
+from rslkit.envs.tasks.pendulum import PendulumCfg, PendulumTask, pendulum_sac_cfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.registry import get_runner
 from rslkit.runners.sac_config import SACRunnerCfg

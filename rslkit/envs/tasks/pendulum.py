@@ -137,6 +137,39 @@ def pendulum_sac_cfg():
     )
 
 
+def pendulum_flow_bc_cfg():
+    """Flow behaviour cloning on pendulum demonstrations: 64-wide rectified-flow policy over 4-action chunks,
+    2000 updates of batch 1024 (~20 s on 2 CPU cores)."""
+    from rslkit.algorithms.flow_bc import FlowBCCfg
+    from rslkit.models.flow import FlowPolicyCfg
+    from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
+
+    return FlowBCRunnerCfg(
+        algorithm=FlowBCCfg(learning_rate=2e-3, batch_size=1024),
+        policy=FlowPolicyCfg(horizon=4, num_inference_steps=4, hidden_dim=64, num_blocks=2),
+        max_iterations=20,
+        updates_per_iteration=100,
+        eval_interval=5,
+        save_interval=20,
+    )
+
+
+def pendulum_reinflow_cfg():
+    """ReinFlow on pendulum (use --num_envs 64): raises a cloned policy's return by ~60-80 in 25 iterations."""
+    from rslkit.algorithms.reinflow import ReinFlowCfg
+    from rslkit.runners.reinflow_runner import ReinFlowRunnerCfg
+
+    return ReinFlowRunnerCfg(
+        algorithm=ReinFlowCfg(
+            gamma=0.95, reward_scale=0.1, critic_hidden_dims=(64, 64), actor_lr=3e-4, critic_lr=1e-3, clip_param=0.02
+        ),
+        num_steps_per_env=25,
+        max_iterations=40,
+        eval_interval=10,
+        save_interval=20,
+    )
+
+
 def _make(cfg: PendulumCfg, device: str) -> PendulumTask:
     return PendulumTask(cfg, device)
 
@@ -148,7 +181,12 @@ register_task(
         name="pendulum",
         env_cfg=lambda: PendulumCfg(num_envs=1024),
         make_env=_make,
-        agent_cfgs={"ppo": pendulum_ppo_cfg, "sac": pendulum_sac_cfg},
+        agent_cfgs={
+            "ppo": pendulum_ppo_cfg,
+            "sac": pendulum_sac_cfg,
+            "flow-bc": pendulum_flow_bc_cfg,
+            "reinflow": pendulum_reinflow_cfg,
+        },
         description="Gymnasium Pendulum-v1 swing-up, batched in torch",
     )
 )

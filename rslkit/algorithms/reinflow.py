@@ -1,0 +1,269 @@
+"""ReinFlow (Zhang et al. 2025, arXiv 2505.22094): PPO over the noisy Euler chain of a flow policy.
+
+A learnable, bounded noise net makes every Euler step Gaussian, so the chain ``a_0 -> ... -> a_K`` has an exact
+likelihood (:class:`~rslkit.models.flow.NoisyFlowChain`). PPO then optimizes
+
+    L = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)] - beta_H H + beta_W2 |a_K(theta) - a_K(theta_pre)|^2,
+    r = exp(log pi_bar_theta(chain | o) - log pi_bar_old(chain | o)),
+
+with ``log pi_bar`` the log-likelihood normalized per dimension and step, ``H`` the (normalized) entropy of the
+Gaussian steps, and the optional W2 term pulling the deterministic actions towards the pretrained policy's from
+the same initial noise. Advantages come from GAE over decisions (action chunks) with discount ``gamma^Ta``; the
+critic is trained alone for the first ``critic_warmup_iterations``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn as nn
+from tensordict import TensorDict
+
+from rslkit.algorithms.gae import compute_gae
+from rslkit.models.flow.noise_net import BoundedNoiseNet
+from rslkit.models.flow.noisy_chain import NoisyFlowChain
+from rslkit.models.flow.policy import FlowPolicy
+from rslkit.models.flow.sampler import time_grid
+from rslkit.models.mlp import make_mlp
+from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
+
+
+@dataclass
+class ReinFlowCfg:
+    """ReinFlow settings (defaults: the paper's locomotion values where they apply). CLI: ``--agent.algorithm.*``."""
+
+    num_inference_steps: int = 0
+    """``K`` of the chain and of deployment; 0 keeps the pretrained policy's ``num_inference_steps``."""
+    noise: Literal["learned", "fixed"] = "learned"
+    """``learned``: ReinFlow's noise net; ``fixed``: constant ``sigma_max`` at every step (DPPO-style baseline)."""
+    sigma_min: float = 0.10
+    sigma_max: float = 0.24
+    noise_hidden_dims: tuple[int, ...] = (64, 64)
+    critic_hidden_dims: tuple[int, ...] = (256, 256, 256)
+    gamma: float = 0.99
+    """Per env step; a decision of ``Ta`` steps is discounted by ``gamma^Ta``."""
+    lam: float = 0.95
+    clip_param: float = 0.01
+    """PPO clip range of the per-dimension, per-step normalized ratio."""
+    actor_lr: float = 4.5e-5
+    critic_lr: float = 6.5e-4
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    entropy_coef: float = 0.03
+    w2_coef: float = 0.0
+    """Weight of ``|a_K(theta) - a_K(theta_pretrained)|^2`` from the same noise (0: off)."""
+    critic_warmup_iterations: int = 2
+    """Iterations that train only the critic (the actor stays at the pretrained policy)."""
+    max_grad_norm: float = 1.0
+    target_kl: float = 0.0
+    """Stop the epochs of an iteration once the approximate KL of the normalized ratio exceeds this (0: never)."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before GAE (keeps value targets O(1))."""
+
+
+def make_chain(policy: FlowPolicy, cfg: ReinFlowCfg) -> NoisyFlowChain:
+    """The noisy chain (actor) around ``policy``: a bounded noise net, or fixed noise for the DPPO-style baseline."""
+    k = cfg.num_inference_steps or policy.cfg.num_inference_steps
+    if cfg.noise == "fixed":
+        return NoisyFlowChain(policy, k, fixed_sigma=cfg.sigma_max)
+    if cfg.noise != "learned":
+        raise ValueError(f"Unknown noise '{cfg.noise}'; use 'learned' (ReinFlow) or 'fixed'.")
+    noise = BoundedNoiseNet(
+        policy.obs_dim, policy.horizon, policy.action_dim, cfg.sigma_min, cfg.sigma_max, cfg.noise_hidden_dims
+    )
+    return NoisyFlowChain(policy, k, noise_net=noise)
+
+
+class ReinFlow:
+    """PPO on a :class:`~rslkit.models.flow.NoisyFlowChain` with a separate critic ``V(o)``.
+
+    Args:
+        chain: the actor (its policy holds the pretrained weights and normalizers).
+        cfg: settings.
+        num_steps: decisions per env and iteration (rollout length).
+        obs: an observation batch ``[N]`` of the env (for storage shapes).
+        obs_group: the group actor and critic read.
+        device: training device.
+    """
+
+    def __init__(
+        self,
+        chain: NoisyFlowChain,
+        cfg: ReinFlowCfg,
+        num_steps: int,
+        obs: TensorDict,
+        obs_group: str,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if cfg.num_mini_batches < 1 or cfg.num_learning_epochs < 1:
+            raise ValueError("num_mini_batches and num_learning_epochs must be >= 1.")
+        if cfg.clip_param <= 0:
+            raise ValueError(f"clip_param must be > 0, got {cfg.clip_param}.")
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.chain = chain.to(self.device)
+        self.obs_group = obs_group
+        self.reference = copy.deepcopy(chain.policy).eval().requires_grad_(False)
+        """The pretrained policy (W2 regularization target)."""
+        self.critic = make_mlp(chain.policy.obs_dim, cfg.critic_hidden_dims, 1, "elu").to(self.device)
+        self.actor_optimizer = torch.optim.Adam(self.chain.parameters(), lr=cfg.actor_lr)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device)
+        self._pending: tuple | None = None
+        self.chunk_gamma = cfg.gamma**chain.horizon
+
+    # ------------------------------------------------------------------ helpers
+    def normalized_obs(self, obs: TensorDict) -> torch.Tensor:
+        """``[B, D]`` min-max normalized actor/critic input."""
+        return self.chain.policy.obs_normalizer(obs[self.obs_group])
+
+    def value(self, obs: TensorDict) -> torch.Tensor:
+        """Critic ``V(o) [B]``."""
+        return self.critic(self.normalized_obs(obs)).squeeze(-1)
+
+    def to_env(self, a_k: torch.Tensor) -> torch.Tensor:
+        """Env-unit chunk from the chain's final sample: clip to the data range ``[-1, 1]``, unnormalize."""
+        return self.chain.policy.action_normalizer.unnormalize(a_k.clamp(-1.0, 1.0))
+
+    # ------------------------------------------------------------------ rollout
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        """Sample a noisy chain per env; return the env-unit chunk ``[N, Ta, A]`` and remember what PPO needs.
+
+        The stored log-probability is recomputed from the stored chain with :meth:`NoisyFlowChain.log_prob` (the
+        function and time grid the update uses), so the first ratio is 1.
+        """
+        obs_n = self.normalized_obs(obs)
+        chain = self.chain.sample(obs_n)
+        log_prob, _ = self.chain.normalized_log_prob(obs_n, chain)
+        value = self.critic(obs_n).squeeze(-1)
+        self._pending = (obs, chain, log_prob, value)
+        return self.to_env(chain[:, -1])
+
+    def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict) -> None:
+        """Store a decision; time-outs are bootstrapped with ``R += gamma^n V(o_t)`` (``gamma^n`` = the wrapper's
+        ``extras["discount"]``)."""
+        if self._pending is None:
+            raise RuntimeError("process_env_step called before act().")
+        obs, chain, log_prob, value = self._pending
+        rewards = rewards.to(self.device, torch.float32) * self.cfg.reward_scale
+        time_outs = extras.get("time_outs")
+        if time_outs is not None:
+            discount = extras.get("discount", torch.full_like(rewards, self.chunk_gamma)).to(self.device)
+            rewards = rewards + discount * value * time_outs.to(self.device, torch.float32)
+        self.storage.add(obs, chain.flatten(1), log_prob, value, rewards, dones.to(self.device).bool(), ())
+        self._pending = None
+
+    def compute_returns(self, last_obs: TensorDict) -> None:
+        """GAE over decisions with ``gamma^Ta``; advantages normalized over the rollout."""
+        st = self.storage
+        st.advantages, st.returns = compute_gae(
+            st.rewards, st.values, st.dones, self.value(last_obs), self.chunk_gamma, self.cfg.lam
+        )
+        st.advantages = (st.advantages - st.advantages.mean()) / (st.advantages.std() + 1e-8)
+
+    # ------------------------------------------------------------------ update
+    def update(self, update_actor: bool = True) -> dict[str, float]:
+        """PPO epochs over the rollout (only the critic when ``update_actor`` is False).
+
+        Returns:
+            Means of the losses, entropy, KL, clip fraction, sigma, the number of mini-batches run, and the first
+            mini-batch's mean ratio and largest ``|ratio - 1|`` (0 by construction).
+        """
+        c = self.cfg
+        sums: dict[str, float] = {}
+        first: dict[str, float] = {}
+        n = 0
+        stop = False
+        for _ in range(c.num_learning_epochs):
+            for batch in self.storage.mini_batches(c.num_mini_batches, 1):
+                stats = self._update_mini_batch(batch, update_actor)
+                if not first:
+                    first = {"first_ratio": stats["ratio_mean"], "first_ratio_max_dev": stats["ratio_max_dev"]}
+                for key, value in stats.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                n += 1
+                if update_actor and c.target_kl > 0 and stats["kl"] > c.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        self.storage.clear()
+        out = {k: v / n for k, v in sums.items()}
+        out.update(first)
+        out["mini_batches"] = float(n)
+        return out
+
+    def _update_mini_batch(self, batch: MiniBatch, update_actor: bool) -> dict[str, float]:
+        c = self.cfg
+        obs_n = self.normalized_obs(batch.obs)
+        b = obs_n.shape[0]
+        chain = batch.actions.view(b, self.chain.num_steps + 1, self.chain.horizon, self.chain.action_dim)
+        # Critic: L^VF = (V(o) - R)^2.
+        value_loss = ((self.critic(obs_n).squeeze(-1) - batch.returns) ** 2).mean()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        value_loss.backward()
+        nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
+        self.critic_optimizer.step()
+        # Actor: clipped surrogate of the normalized chain likelihood ratio, entropy bonus, W2 towards pretrained.
+        log_prob, entropy = self.chain.normalized_log_prob(obs_n, chain)
+        log_ratio = log_prob - batch.log_probs
+        ratio = torch.exp(log_ratio)
+        adv = batch.advantages
+        surrogate = -torch.min(ratio * adv, ratio.clamp(1 - c.clip_param, 1 + c.clip_param) * adv).mean()
+        entropy_mean = entropy.mean()
+        loss = surrogate - c.entropy_coef * entropy_mean
+        w2 = torch.zeros((), device=self.device)
+        if c.w2_coef > 0:
+            x0 = chain[:, 0]
+            with torch.no_grad():
+                target = self.reference.sample_normalized(obs_n, x0, self.chain.num_steps)
+            w2 = ((self.chain.deterministic_actions(obs_n, x0) - target) ** 2).mean()
+            loss = loss + c.w2_coef * w2
+        if update_actor:
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.chain.parameters(), c.max_grad_norm)
+            self.actor_optimizer.step()
+        with torch.no_grad():
+            return {
+                "surrogate": float(surrogate),
+                "value": float(value_loss),
+                "entropy": float(entropy_mean),
+                "w2": float(w2),
+                "kl": float(((ratio - 1) - log_ratio).mean()),
+                "clip_fraction": float(((ratio - 1).abs() > c.clip_param).float().mean()),
+                "ratio_mean": float(ratio.mean()),
+                "ratio_max_dev": float((ratio - 1).abs().max()),
+            }
+
+    @torch.no_grad()
+    def mean_sigma(self, obs: TensorDict) -> float:
+        """Mean noise std of the chain's steps at ``obs`` (logging)."""
+        obs_n = self.normalized_obs(obs)
+        chain = self.chain.sample(obs_n)
+        k = self.chain.num_steps
+        t = time_grid(k, self.device).repeat(obs_n.shape[0])
+        _, log_var = self.chain.transition(chain[:, :-1].flatten(0, 1), t, obs_n.repeat_interleave(k, 0))
+        return float(torch.exp(0.5 * log_var).mean())
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Actor chain, critic, pretrained reference and both optimizers."""
+        return {
+            "chain": self.chain.state_dict(),
+            "critic": self.critic.state_dict(),
+            "reference": self.reference.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.chain.load_state_dict(state["chain"])
+        self.critic.load_state_dict(state["critic"])
+        self.reference.load_state_dict(state["reference"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -1,0 +1,112 @@
+"""In-memory demonstrations: episodes of observations and actions (the content of a LeRobotDataset)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+OBS_KEY = "observation.state"
+"""LeRobot feature name of the (proprioceptive) observation vector."""
+ACTION_KEY = "action"
+"""LeRobot feature name of the action vector."""
+REWARD_KEY = "next.reward"
+"""Reward received after the frame's action (LeRobot's optional ``next.*`` features)."""
+DONE_KEY = "next.done"
+"""Whether the frame's action ended the episode."""
+
+
+@dataclass
+class Episode:
+    """One recorded episode.
+
+    Attributes:
+        observations: ``[T, D]`` observation before each action.
+        actions: ``[T, A]`` action executed at each frame.
+        rewards: ``[T]`` reward of each action, or None.
+        dones: ``[T]`` bool, True where the action ended the episode (usually only the last frame), or None.
+        task: language description of the task (LeRobot ``meta/tasks.parquet``).
+    """
+
+    observations: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor | None = None
+    dones: torch.Tensor | None = None
+    task: str = ""
+
+    def __post_init__(self) -> None:
+        t = self.observations.shape[0]
+        if self.observations.dim() != 2 or self.actions.dim() != 2 or self.actions.shape[0] != t or t == 0:
+            raise ValueError(
+                f"An episode needs observations [T, D] and actions [T, A] with the same T >= 1, got "
+                f"{list(self.observations.shape)} and {list(self.actions.shape)}."
+            )
+        for name in ("rewards", "dones"):
+            value = getattr(self, name)
+            if value is not None and value.shape != (t,):
+                raise ValueError(f"Episode {name} must have shape [{t}], got {list(value.shape)}.")
+
+    def __len__(self) -> int:
+        return int(self.observations.shape[0])
+
+
+@dataclass
+class Demonstrations:
+    """All frames of a dataset, episodes stored back to back (frame ``i`` of the file is row ``i``).
+
+    Attributes:
+        observations: ``[F, D]`` float32.
+        actions: ``[F, A]`` float32.
+        episode_index: ``[F]`` int64 episode of each frame.
+        episode_from: ``[E]`` first row of each episode; ``episode_to``: ``[E]`` one past its last row.
+        rewards: ``[F]`` or None; dones: ``[F]`` bool or None.
+        stats: ``meta/stats.json`` content ``{feature: {stat: list}}``.
+        fps: frames per second of the recording.
+        tasks: task strings by ``task_index``.
+        info: ``meta/info.json`` content.
+    """
+
+    observations: torch.Tensor
+    actions: torch.Tensor
+    episode_index: torch.Tensor
+    episode_from: torch.Tensor
+    episode_to: torch.Tensor
+    rewards: torch.Tensor | None = None
+    dones: torch.Tensor | None = None
+    stats: dict[str, dict[str, list]] = field(default_factory=dict)
+    fps: int = 0
+    tasks: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_episodes(self) -> int:
+        """Number of episodes ``E``."""
+        return int(self.episode_from.numel())
+
+    @property
+    def num_frames(self) -> int:
+        """Number of frames ``F``."""
+        return int(self.observations.shape[0])
+
+    @property
+    def obs_dim(self) -> int:
+        """Observation size ``D``."""
+        return int(self.observations.shape[1])
+
+    @property
+    def action_dim(self) -> int:
+        """Action size ``A``."""
+        return int(self.actions.shape[1])
+
+    def episode_returns(self) -> torch.Tensor:
+        """Undiscounted return of each episode ``[E]``.
+
+        Raises:
+            ValueError: when the dataset has no ``next.reward`` feature.
+        """
+        if self.rewards is None:
+            raise ValueError(f"This dataset has no '{REWARD_KEY}' feature; record it with python -m rslkit.record.")
+        sums = torch.zeros(self.num_episodes, dtype=torch.float64)
+        rows = torch.repeat_interleave(torch.arange(self.num_episodes), self.episode_to - self.episode_from)
+        return sums.index_add_(0, rows, self.rewards.double()).float()

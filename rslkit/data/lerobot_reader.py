@@ -1,0 +1,224 @@
+"""Read a LeRobotDataset v3.0 (state and action features) into :class:`~rslkit.data.Demonstrations`.
+
+Every problem a user can fix gets a ``ValueError`` that says how: a missing or v2.1 layout, missing statistics,
+missing features, broken episode bookkeeping, NaN or inf values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, OBS_KEY, REWARD_KEY, Demonstrations
+from rslkit.data.lerobot_format import (
+    CODEBASE_VERSION,
+    CONVERT_HINT,
+    DATA_PATH,
+    EPISODES_DIR,
+    INFO_PATH,
+    RECORD_HINT,
+    STATS_HINT,
+    STATS_PATH,
+    TASKS_PATH,
+    dataset_path,
+)
+from rslkit.data.stats import feature_stats
+
+
+def _read_info(root: Path) -> dict:
+    if not root.exists():
+        raise FileNotFoundError(f"Dataset '{root}' does not exist; {RECORD_HINT}.")
+    if not (root / INFO_PATH).is_file():
+        legacy = (root / "meta" / "episodes.jsonl").exists()
+        hint = CONVERT_HINT if legacy else RECORD_HINT
+        raise ValueError(f"'{root}' is not a LeRobotDataset v3.0 (no {INFO_PATH}); {hint}.")
+    info = json.loads((root / INFO_PATH).read_text())
+    version = info.get("codebase_version")
+    if version != CODEBASE_VERSION:
+        raise ValueError(
+            f"Dataset '{root}' has codebase_version {version!r}, rslkit reads '{CODEBASE_VERSION}'; {CONVERT_HINT}."
+        )
+    return info
+
+
+def _check_feature(root: Path, info: dict, key: str) -> int:
+    feature = info.get("features", {}).get(key)
+    if feature is None:
+        raise ValueError(
+            f"Dataset '{root}' has no '{key}' feature (features: {sorted(info.get('features', {}))}); rslkit "
+            f"trains on '{OBS_KEY}' and '{ACTION_KEY}' vectors, so {RECORD_HINT}."
+        )
+    shape = list(feature.get("shape", []))
+    if len(shape) != 1 or feature.get("dtype") not in ("float32", "float64"):
+        raise ValueError(
+            f"Feature '{key}' of '{root}' must be a float vector, got dtype {feature.get('dtype')} "
+            f"shape {shape}; image and video features are not supported for state-based training."
+        )
+    return int(shape[0])
+
+
+def _to_numpy(column: pa.ChunkedArray, dim: int, key: str) -> np.ndarray:
+    """Plain or (fixed-size) list column -> ``[F]`` or ``[F, dim]``."""
+    arr = column.combine_chunks()
+    if pa.types.is_fixed_size_list(arr.type) or pa.types.is_list(arr.type):
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        if flat.size != len(arr) * dim:
+            raise ValueError(f"Column '{key}' does not hold {dim} values per frame as meta/info.json declares.")
+        return flat.reshape(len(arr), dim)
+    values = arr.to_numpy(zero_copy_only=False)
+    return values.reshape(len(arr), dim) if dim > 1 or key in (OBS_KEY, ACTION_KEY) else values
+
+
+def _read_episodes(root: Path) -> pa.Table:
+    files = sorted((root / EPISODES_DIR).glob("*/*.parquet"))
+    if not files:
+        raise ValueError(f"Dataset '{root}' has no {EPISODES_DIR}/chunk-*/file-*.parquet; {RECORD_HINT}.")
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    needed = ("episode_index", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index")
+    missing = [c for c in needed if c not in table.column_names]
+    if missing:
+        raise ValueError(f"Episodes metadata of '{root}' lacks columns {missing}; re-create the dataset.")
+    return table.sort_by("dataset_from_index")
+
+
+def _read_frames(root: Path, info: dict, episodes: pa.Table) -> pa.Table:
+    template = info.get("data_path", DATA_PATH)
+    pairs = sorted(set(zip(episodes["data/chunk_index"].to_pylist(), episodes["data/file_index"].to_pylist())))
+    tables = []
+    for chunk, file in pairs:
+        path = dataset_path(root, template, chunk, file)
+        if not path.is_file():
+            raise ValueError(
+                f"Data file '{path}' listed in the episodes metadata is missing; re-download or re-record the dataset."
+            )
+        tables.append(pq.read_table(path))
+    frames = pa.concat_tables(tables)
+    if "index" not in frames.column_names or "episode_index" not in frames.column_names:
+        raise ValueError(f"Data files of '{root}' lack the 'index'/'episode_index' columns every LeRobot file has.")
+    return frames.sort_by("index")
+
+
+def _episode_bounds(root: Path, episodes: pa.Table, frames: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row ranges of each episode in the sorted frames; checks they match the metadata."""
+    global_index = frames["index"].to_numpy()
+    ep_of_frame = frames["episode_index"].to_numpy()
+    starts = episodes["dataset_from_index"].to_numpy()
+    ends = episodes["dataset_to_index"].to_numpy()
+    ep_ids = episodes["episode_index"].to_numpy()
+    row_from = np.searchsorted(global_index, starts)
+    row_to = np.searchsorted(global_index, ends)
+    for ep, a, b, s, e in zip(ep_ids, row_from, row_to, starts, ends):
+        if b - a != e - s or not (ep_of_frame[a:b] == ep).all():
+            raise ValueError(
+                f"Episode {ep} of '{root}' should span global indices [{s}, {e}) but the data files disagree; "
+                "the dataset is corrupt (re-create it, or drop the episode with LeRobot's dataset tools)."
+            )
+    return ep_ids, row_from, row_to
+
+
+def _check_finite(root: Path, key: str, values: np.ndarray, ep_of_frame: np.ndarray) -> None:
+    bad = ~np.isfinite(values.reshape(values.shape[0], -1)).all(-1)
+    if bad.any():
+        eps = sorted(set(ep_of_frame[bad].tolist()))
+        raise ValueError(
+            f"Feature '{key}' of '{root}' has NaN or inf values in episodes {eps[:20]}; drop those episodes or "
+            "re-record them."
+        )
+
+
+def _read_stats(root: Path, dims: dict[str, int]) -> dict:
+    if not (root / STATS_PATH).is_file():
+        raise ValueError(
+            f"Dataset '{root}' has no {STATS_PATH} (normalization needs min/max); {STATS_HINT.format(root=root)}."
+        )
+    stats = json.loads((root / STATS_PATH).read_text())
+    for key, dim in dims.items():
+        entry = stats.get(key, {})
+        for stat in ("min", "max"):
+            value = np.asarray(entry.get(stat, []), dtype=np.float64).reshape(-1)
+            if value.size != dim or not np.isfinite(value).all():
+                raise ValueError(
+                    f"{STATS_PATH} of '{root}' lacks a finite '{key}/{stat}' of size {dim}; "
+                    f"{STATS_HINT.format(root=root)}."
+                )
+    return stats
+
+
+def _read_tasks(root: Path) -> list[str]:
+    path = root / TASKS_PATH
+    if not path.is_file():
+        return []
+    table = pq.read_table(path)
+    names = [c for c in table.column_names if c != "task_index" and pa.types.is_string(table[c].type)]
+    if "task_index" not in table.column_names or not names:
+        return []
+    order = np.argsort(table["task_index"].to_numpy())
+    return [table[names[0]].to_pylist()[i] for i in order]
+
+
+def _load(root: Path, require_stats: bool) -> Demonstrations:
+    info = _read_info(root)
+    obs_dim, act_dim = _check_feature(root, info, OBS_KEY), _check_feature(root, info, ACTION_KEY)
+    episodes = _read_episodes(root)
+    frames = _read_frames(root, info, episodes)
+    for key in (OBS_KEY, ACTION_KEY):
+        if key not in frames.column_names:
+            raise ValueError(f"Data files of '{root}' have no '{key}' column although meta/info.json lists it.")
+    ep_ids, row_from, row_to = _episode_bounds(root, episodes, frames)
+    ep_of_frame = frames["episode_index"].to_numpy()
+    obs = _to_numpy(frames[OBS_KEY], obs_dim, OBS_KEY).astype(np.float32)
+    act = _to_numpy(frames[ACTION_KEY], act_dim, ACTION_KEY).astype(np.float32)
+    _check_finite(root, OBS_KEY, obs, ep_of_frame)
+    _check_finite(root, ACTION_KEY, act, ep_of_frame)
+    rewards = dones = None
+    if REWARD_KEY in frames.column_names:
+        r = _to_numpy(frames[REWARD_KEY], 1, REWARD_KEY).reshape(-1).astype(np.float32)
+        _check_finite(root, REWARD_KEY, r, ep_of_frame)
+        rewards = torch.from_numpy(r)
+    if DONE_KEY in frames.column_names:
+        dones = torch.from_numpy(_to_numpy(frames[DONE_KEY], 1, DONE_KEY).reshape(-1).astype(bool))
+    stats = _read_stats(root, {OBS_KEY: obs_dim, ACTION_KEY: act_dim}) if require_stats else {}
+    return Demonstrations(
+        observations=torch.from_numpy(obs),
+        actions=torch.from_numpy(act),
+        episode_index=torch.from_numpy(ep_of_frame.astype(np.int64)),
+        episode_from=torch.from_numpy(row_from.astype(np.int64)),
+        episode_to=torch.from_numpy(row_to.astype(np.int64)),
+        rewards=rewards,
+        dones=dones,
+        stats=stats,
+        fps=int(info.get("fps", 0)),
+        tasks=_read_tasks(root),
+        info=info,
+    )
+
+
+def read_lerobot_dataset(root: str | Path) -> Demonstrations:
+    """Load the ``observation.state``/``action`` frames, episode bounds and statistics of a v3.0 dataset.
+
+    Raises:
+        FileNotFoundError: when ``root`` does not exist.
+        ValueError: for a non-v3.0 layout, missing features or statistics, inconsistent episode metadata, or NaN/inf
+            values; the message says how to fix it.
+    """
+    return _load(Path(root), require_stats=True)
+
+
+def recompute_stats(root: str | Path) -> dict:
+    """Recompute ``meta/stats.json`` of a dataset from its data files (e.g. after editing them).
+
+    Returns:
+        The statistics written.
+    """
+    root = Path(root)
+    demos = _load(root, require_stats=False)
+    stats = {OBS_KEY: feature_stats(demos.observations.numpy()), ACTION_KEY: feature_stats(demos.actions.numpy())}
+    if demos.rewards is not None:
+        stats[REWARD_KEY] = feature_stats(demos.rewards.numpy())
+    (root / STATS_PATH).write_text(json.dumps(stats, indent=4))
+    return stats

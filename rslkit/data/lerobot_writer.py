@@ -1,0 +1,189 @@
+"""Write demonstrations as a LeRobotDataset v3.0 (readable by LeRobot >= 0.4 and by :mod:`rslkit.data`).
+
+One data file and one episodes file (``chunk-000/file-000``) hold all episodes; vectors are fixed-size parquet
+lists, scalars plain columns, exactly as LeRobot stores them. Videos and images are not written (state-based
+demonstrations).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, OBS_KEY, REWARD_KEY, Episode
+from rslkit.data.lerobot_format import (
+    CHUNKS_SIZE,
+    CODEBASE_VERSION,
+    DATA_PATH,
+    DEFAULT_FEATURES,
+    EPISODES_PATH,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+    dataset_path,
+)
+from rslkit.data.stats import feature_stats
+
+
+def _column(values: np.ndarray) -> pa.Array:
+    """``[F]`` and ``[F, 1]`` -> plain column (LeRobot stores shape-``[1]`` features as scalars), ``[F, D]`` ->
+    fixed-size list column of length ``D``."""
+    if values.ndim == 1 or values.shape[1] == 1:
+        return pa.array(values.reshape(-1))
+    return _list_column(values)
+
+
+def _list_column(values: np.ndarray) -> pa.Array:
+    """``[F, D]`` -> fixed-size list column of length ``D`` (also for ``D = 1``)."""
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+
+
+def _feature(dtype: str, dim: int, names: Sequence[str] | None) -> dict:
+    return {"dtype": dtype, "shape": [dim], "names": list(names) if names is not None else None}
+
+
+def _frame_columns(episodes: Sequence[Episode], fps: int, task_ids: dict[str, int]) -> dict[str, np.ndarray]:
+    lengths = [len(ep) for ep in episodes]
+    cols: dict[str, np.ndarray] = {
+        OBS_KEY: np.concatenate([ep.observations.detach().cpu().float().numpy() for ep in episodes]),
+        ACTION_KEY: np.concatenate([ep.actions.detach().cpu().float().numpy() for ep in episodes]),
+    }
+    if all(ep.rewards is not None for ep in episodes):
+        cols[REWARD_KEY] = np.concatenate([ep.rewards.detach().cpu().float().numpy() for ep in episodes])  # type: ignore[union-attr]
+    if all(ep.dones is not None for ep in episodes):
+        cols[DONE_KEY] = np.concatenate([ep.dones.detach().cpu().bool().numpy() for ep in episodes])  # type: ignore[union-attr]
+    frame_index = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
+    cols["timestamp"] = (frame_index / fps).astype(np.float32)
+    cols["frame_index"] = frame_index
+    cols["episode_index"] = np.repeat(np.arange(len(episodes), dtype=np.int64), lengths)
+    cols["index"] = np.arange(sum(lengths), dtype=np.int64)
+    cols["task_index"] = np.repeat(np.array([task_ids[ep.task] for ep in episodes], dtype=np.int64), lengths)
+    return cols
+
+
+def _tasks_table(tasks: list[str]) -> pa.Table:
+    """``task_index`` column indexed by the task string, as pandas writes LeRobot's ``tasks`` DataFrame."""
+    pandas_meta = {
+        "index_columns": ["task"],
+        "column_indexes": [],
+        "columns": [
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object", "metadata": None},
+        ],
+    }
+    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())})
+    return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
+
+
+def _episodes_table(episodes: Sequence[Episode], cols: dict[str, np.ndarray], stat_keys: list[str]) -> pa.Table:
+    lengths = np.array([len(ep) for ep in episodes], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    zeros = np.zeros(len(episodes), dtype=np.int64)
+    data: dict[str, pa.Array] = {
+        "episode_index": pa.array(np.arange(len(episodes), dtype=np.int64)),
+        "tasks": pa.array([[ep.task] for ep in episodes], pa.list_(pa.string())),
+        "length": pa.array(lengths),
+        "data/chunk_index": pa.array(zeros),
+        "data/file_index": pa.array(zeros),
+        "dataset_from_index": pa.array(ends - lengths),
+        "dataset_to_index": pa.array(ends),
+        "meta/episodes/chunk_index": pa.array(zeros),
+        "meta/episodes/file_index": pa.array(zeros),
+    }
+    per_episode = [{k: feature_stats(cols[k][a:b]) for k in stat_keys} for a, b in zip(ends - lengths, ends)]
+    for key in stat_keys:
+        for stat in per_episode[0][key]:
+            values = np.array([s[key][stat] for s in per_episode])
+            data[f"stats/{key}/{stat}"] = _list_column(values.reshape(len(values), -1))
+    return pa.table(data)
+
+
+def write_lerobot_dataset(
+    root: str | Path,
+    episodes: Sequence[Episode],
+    fps: int,
+    robot_type: str = "rslkit",
+    obs_names: Sequence[str] | None = None,
+    action_names: Sequence[str] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``episodes`` as a LeRobotDataset v3.0 under ``root``.
+
+    Features: ``observation.state [D]``, ``action [A]``, ``next.reward`` and ``next.done`` when every episode
+    has them, plus LeRobot's ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``.
+
+    Returns:
+        ``root`` as a Path.
+
+    Raises:
+        ValueError: for no episodes, inconsistent sizes, non-finite values, or an existing dataset without
+            ``overwrite``.
+    """
+    root = Path(root)
+    if not episodes:
+        raise ValueError("No episodes to write; record at least one episode.")
+    if fps < 1:
+        raise ValueError(f"fps must be a positive integer, got {fps}.")
+    dims = {(ep.observations.shape[1], ep.actions.shape[1]) for ep in episodes}
+    if len(dims) != 1:
+        raise ValueError(f"All episodes need the same observation and action sizes, got {sorted(dims)}.")
+    if (root / INFO_PATH).exists():
+        if not overwrite:
+            raise ValueError(f"'{root}' already holds a dataset; choose another --out or pass overwrite=True.")
+        for sub in ("meta", "data"):
+            shutil.rmtree(root / sub, ignore_errors=True)
+    tasks = list(dict.fromkeys(ep.task for ep in episodes))
+    cols = _frame_columns(episodes, fps, {t: i for i, t in enumerate(tasks)})
+    for key in (OBS_KEY, ACTION_KEY, REWARD_KEY):
+        if key in cols and not np.isfinite(cols[key]).all():
+            raise ValueError(f"Feature '{key}' has NaN or inf values; fix the recording before writing.")
+    obs_dim, act_dim = dims.pop()
+    features = {
+        OBS_KEY: _feature("float32", obs_dim, obs_names),
+        ACTION_KEY: _feature("float32", act_dim, action_names),
+    }
+    if REWARD_KEY in cols:
+        features[REWARD_KEY] = _feature("float32", 1, None)
+    if DONE_KEY in cols:
+        features[DONE_KEY] = _feature("bool", 1, None)
+    features.update(DEFAULT_FEATURES)
+    numeric = [k for k in features if features[k]["dtype"] != "bool"]
+
+    data_file = dataset_path(root, DATA_PATH)
+    data_file.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({k: _column(cols[k]) for k in features}), data_file)
+    episodes_file = dataset_path(root, EPISODES_PATH)
+    episodes_file.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(_episodes_table(episodes, cols, [OBS_KEY, ACTION_KEY]), episodes_file)
+    pq.write_table(_tasks_table(tasks), root / TASKS_PATH)
+    (root / STATS_PATH).write_text(json.dumps({k: feature_stats(cols[k]) for k in numeric}, indent=4))
+    n_frames = int(cols["index"].shape[0])
+    info = {
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": robot_type,
+        "total_episodes": len(episodes),
+        "total_frames": n_frames,
+        "total_tasks": len(tasks),
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": 100,
+        "video_files_size_in_mb": 500,
+        "fps": int(fps),
+        "splits": {"train": f"0:{len(episodes)}"},
+        "data_path": DATA_PATH,
+        "video_path": None,
+        "features": features,
+    }
+    (root / INFO_PATH).write_text(json.dumps(info, indent=4))
+    return root

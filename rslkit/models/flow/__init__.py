@@ -1,0 +1,24 @@
+"""Flow-matching policies over action chunks: velocity net, objectives, sampler, EMA, ReinFlow's noisy chain."""
+
+from rslkit.models.flow.chunk_executor import ChunkExecutor
+from rslkit.models.flow.ema import EMA
+from rslkit.models.flow.noise_net import BoundedNoiseNet
+from rslkit.models.flow.noisy_chain import NoisyFlowChain
+from rslkit.models.flow.objectives import rectified_flow_loss, shortcut_loss
+from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
+from rslkit.models.flow.sampler import euler_sample, time_grid
+from rslkit.models.flow.velocity_net import VelocityNet
+
+__all__ = [
+    "EMA",
+    "BoundedNoiseNet",
+    "ChunkExecutor",
+    "FlowPolicy",
+    "FlowPolicyCfg",
+    "NoisyFlowChain",
+    "VelocityNet",
+    "euler_sample",
+    "rectified_flow_loss",
+    "shortcut_loss",
+    "time_grid",
+]

@@ -1,0 +1,132 @@
+"""ReinFlow's noisy Euler chain: a K-step flow sampler turned into a Markov process with exact likelihood.
+
+Each Euler step becomes Gaussian (Zhang et al. 2025, "ReinFlow", arXiv 2505.22094):
+
+    a_0 ~ N(0, I),    a_{k+1} ~ N(a_k + v(a_k, t_k, o) / K,  sigma_k^2),    t_k = k / K,
+
+so the log-likelihood of a whole chain is exact:
+
+    log pi(a_0..a_K | o) = log N(a_0; 0, I) + sum_{k<K} log N(a_{k+1}; a_k + v(a_k, t_k, o) / K, sigma_k^2).
+
+The env executes ``a_K`` (clipped to ``[-1, 1]``, unnormalized); deployment drops the noise (the plain ODE at the
+same K). Sampling and :meth:`NoisyFlowChain.log_prob` share :func:`~rslkit.models.flow.sampler.time_grid`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from rslkit.models.flow.noise_net import BoundedNoiseNet
+from rslkit.models.flow.policy import FlowPolicy
+from rslkit.models.flow.sampler import time_grid
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
+    """Elementwise ``log N(x; mean, exp(log_var))``."""
+    return -0.5 * ((x - mean) ** 2 * torch.exp(-log_var) + log_var + _LOG_2PI)
+
+
+class NoisyFlowChain(nn.Module):
+    """The stochastic K-step chain of a flow policy (the ReinFlow actor).
+
+    Args:
+        policy: the flow policy whose velocity net is fine-tuned.
+        num_steps: ``K`` (also the number of steps of the deterministic deployment ODE).
+        noise_net: learnable bounded noise (ReinFlow); None with ``fixed_sigma`` for a fixed-noise chain
+            (DPPO-style baseline).
+        fixed_sigma: constant ``sigma`` when ``noise_net`` is None.
+    """
+
+    def __init__(
+        self,
+        policy: FlowPolicy,
+        num_steps: int,
+        noise_net: BoundedNoiseNet | None = None,
+        fixed_sigma: float | None = None,
+    ) -> None:
+        super().__init__()
+        if (noise_net is None) == (fixed_sigma is None):
+            raise ValueError("Give the chain either a noise network or a fixed sigma, not both or neither.")
+        if fixed_sigma is not None and fixed_sigma <= 0:
+            raise ValueError(f"fixed_sigma must be > 0, got {fixed_sigma}.")
+        time_grid(num_steps)  # validates K
+        self.policy = policy
+        self.noise_net = noise_net
+        self.fixed_log_var = 2 * math.log(fixed_sigma) if fixed_sigma is not None else 0.0
+        self.num_steps = num_steps
+        self.horizon, self.action_dim = policy.horizon, policy.action_dim
+
+    @property
+    def chain_dim(self) -> int:
+        """Numbers in one stored chain: ``(K + 1) * Ta * A``."""
+        return (self.num_steps + 1) * self.horizon * self.action_dim
+
+    def transition(self, x: torch.Tensor, t: torch.Tensor, obs_n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean ``a_k + v / K`` and ``log sigma_k^2`` (both ``[B, Ta, A]``) of the step from ``x = a_k`` at ``t``."""
+        mean = x + self.policy.velocity(x, t, obs_n, self.num_steps) / self.num_steps
+        if self.noise_net is None:
+            return mean, torch.full_like(mean, self.fixed_log_var)
+        return mean, self.noise_net.log_var(x, t, obs_n)
+
+    def sample(self, obs_n: torch.Tensor, deterministic: bool = False, x0: torch.Tensor | None = None) -> torch.Tensor:
+        """Run the chain.
+
+        Args:
+            obs_n: ``[B, D]`` normalized observations.
+            deterministic: drop the noise (the plain Euler ODE of the policy).
+            x0: ``[B, Ta, A]`` initial noise; drawn from ``N(0, I)`` if None.
+
+        Returns:
+            ``[B, K + 1, Ta, A]`` the whole chain ``a_0, ..., a_K`` (normalized action space).
+        """
+        b = obs_n.shape[0]
+        x = torch.randn(b, self.horizon, self.action_dim, device=obs_n.device) if x0 is None else x0
+        chain = [x]
+        for t in time_grid(self.num_steps, obs_n.device):
+            mean, log_var = self.transition(x, t.expand(b), obs_n)
+            x = mean if deterministic else mean + torch.exp(0.5 * log_var) * torch.randn_like(mean)
+            chain.append(x)
+        return torch.stack(chain, dim=1)
+
+    def log_prob(self, obs_n: torch.Tensor, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact log-likelihood of stored chains and the entropy of their Gaussian steps.
+
+        All K transitions are evaluated in one batched pass on the same time grid as :meth:`sample`.
+
+        Args:
+            obs_n: ``[B, D]``.
+            chain: ``[B, K + 1, Ta, A]``.
+
+        Returns:
+            ``(log_prob [B], entropy [B])``: ``log N(a_0; 0, I) + sum_k log N(a_{k+1}; mu_k, sigma_k^2)`` summed
+            over chain steps and dimensions, and ``sum_k H[N(mu_k, sigma_k^2)]``.
+        """
+        b, k1 = chain.shape[:2]
+        k = k1 - 1
+        if k != self.num_steps:
+            raise ValueError(f"Stored chains have {k} steps, this policy runs K = {self.num_steps}.")
+        x = chain[:, :-1].reshape(b * k, self.horizon, self.action_dim)  # row i*K + k: step k of sample i
+        t = time_grid(k, chain.device).repeat(b)
+        mean, log_var = self.transition(x, t, obs_n.repeat_interleave(k, dim=0))
+        steps = gaussian_log_prob(chain[:, 1:].reshape_as(mean), mean, log_var).view(b, -1).sum(-1)
+        initial = gaussian_log_prob(chain[:, 0], torch.zeros_like(chain[:, 0]), torch.zeros_like(chain[:, 0]))
+        entropy = (0.5 * (log_var + _LOG_2PI + 1.0)).view(b, -1).sum(-1)
+        return initial.view(b, -1).sum(-1) + steps, entropy
+
+    def normalized_log_prob(self, obs_n: torch.Tensor, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`log_prob` and entropy divided by the number of Gaussian scalars: ``(K + 1) Ta A`` for the
+        log-prob (chain steps incl. ``a_0``), ``K Ta A`` for the entropy. The PPO ratio of these per-dimension,
+        per-step values is the geometric mean of the scalar ratios, which keeps it near 1 for long chains and
+        makes ReinFlow's small clip range (0.01) meaningful."""
+        log_prob, entropy = self.log_prob(obs_n, chain)
+        scalars = self.horizon * self.action_dim
+        return log_prob / ((self.num_steps + 1) * scalars), entropy / (self.num_steps * scalars)
+
+    def deterministic_actions(self, obs_n: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+        """Final sample ``a_K [B, Ta, A]`` of the noise-free chain from ``x0`` (differentiable; W2 regularizer)."""
+        return self.sample(obs_n, deterministic=True, x0=x0)[:, -1]

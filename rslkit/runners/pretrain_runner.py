@@ -1,0 +1,290 @@
+"""Pretrain runner: behaviour cloning of a flow policy from a LeRobotDataset, evaluated in the env."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rslkit.algorithms.flow_bc import FlowBC, FlowBCCfg
+from rslkit.data.checks import check_matches_env
+from rslkit.data.chunking import ChunkDataset
+from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.envs.vec_env import VecEnv
+from rslkit.models.flow.chunk_executor import ChunkExecutor
+from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
+from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.config import to_dict
+from rslkit.utils.distributed import DistInfo
+from rslkit.utils.logger import RunLogger, format_summary
+from rslkit.utils.seeding import rng_state, set_rng_state
+
+
+@dataclass
+class FlowBCRunnerCfg:
+    """Behaviour cloning run. CLI: ``--agent.<field>`` (``train.py --dataset PATH`` sets ``dataset``)."""
+
+    dataset: str = ""
+    """LeRobotDataset v3.0 directory (``python -m rslkit.record`` writes one)."""
+    algorithm: FlowBCCfg = field(default_factory=FlowBCCfg)
+    policy: FlowPolicyCfg = field(default_factory=FlowPolicyCfg)
+    max_iterations: int = 30
+    updates_per_iteration: int = 100
+    """Gradient steps per logged iteration."""
+    eval_interval: int = 10
+    """Iterations between evaluations in the env (one episode per env, deterministic ODE); 0: only the last."""
+    save_interval: int = 50
+    logger: tuple[str, ...] = ("tensorboard",)
+    wandb_project: str = "rslkit"
+
+
+def policy_obs_dim(env: VecEnv, group: str) -> int:
+    """Size of observation group ``group`` of ``env``.
+
+    Raises:
+        ValueError: when the env has no such group or it is not ``[N, D]``.
+    """
+    obs = env.get_observations()
+    if group not in obs.keys():
+        raise ValueError(
+            f"The env has no observation group '{group}' (it has {sorted(obs.keys())}); set agent.policy.obs_group."
+        )
+    if obs[group].dim() != 2:
+        raise ValueError(f"Observation group '{group}' must be [num_envs, dim], got {list(obs[group].shape)}.")
+    return int(obs[group].shape[-1])
+
+
+@torch.inference_mode()
+def evaluate_episodes(
+    env: VecEnv,
+    policy: Callable[[TensorDict], torch.Tensor],
+    reset_policy: Callable[[torch.Tensor | None], None],
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return and length (both ``[N]``) of one complete episode per env under ``policy`` (``obs -> actions [N, A]``).
+
+    The env is reset first when it has ``reset()``; otherwise each env's first, partial episode is skipped. The
+    global torch RNG is restored afterwards, so evaluating does not change the course of training (exact resume).
+    """
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        return _run_episodes(env, policy, reset_policy, device)
+
+
+def _run_episodes(
+    env: VecEnv,
+    policy: Callable[[TensorDict], torch.Tensor],
+    reset_policy: Callable[[torch.Tensor | None], None],
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if hasattr(env, "reset"):
+        env.reset()
+        counting = torch.ones(env.num_envs, dtype=torch.bool, device=device)
+    else:
+        counting = (env.episode_length_buf == 0).to(device)
+    reset_policy(None)
+    returns = torch.zeros(env.num_envs, device=device)
+    lengths = torch.zeros(env.num_envs, device=device)
+    finished = torch.zeros_like(counting)
+    obs = env.get_observations().to(device)
+    limit = 2 * int(torch.as_tensor(env.max_episode_length).max()) + 2
+    for _ in range(limit):
+        obs, rewards, dones, _ = env.step(policy(obs).to(env.device))
+        obs, rewards, dones = obs.to(device), rewards.to(device), dones.to(device).bool()
+        reset_policy(dones)
+        active = counting & ~finished
+        returns += rewards * active
+        lengths += active.float()
+        finished |= dones & active
+        counting |= dones
+        if bool(finished.all()):
+            return returns, lengths
+    raise RuntimeError(f"Evaluation: not every env finished an episode within {limit} steps.")
+
+
+class PretrainRunner:
+    """Behaviour cloning of a flow policy (same interface as :class:`~rslkit.runners.OnPolicyRunner`).
+
+    The dataset is loaded when :meth:`learn` starts (so ``play.py`` can rebuild the runner without it), checked
+    against the env's observation/action sizes, and its min-max statistics become the policy's normalizers.
+    Evaluation runs the EMA policy with the deterministic ODE, one episode per env, and its returns feed
+    :attr:`stats`.
+
+    Args:
+        env: the environment the policy will run in (for sizes and evaluation).
+        cfg: run config (``cfg.dataset`` names the demonstrations).
+        log_dir: run directory; None for no files.
+        device: training device.
+        dist_info: behaviour cloning runs in one process.
+        run_info: extra checkpoint entries (task name, env config).
+    """
+
+    algorithm_name = "flow-bc"
+
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: FlowBCRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        self.dist = dist_info or DistInfo()
+        if self.dist.world_size > 1:
+            raise ValueError("flow-bc runs in a single process; start train.py without torchrun.")
+        self.env = env
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.run_info = run_info or {}
+        obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
+        self.alg = FlowBC(FlowPolicy(obs_dim, env.num_actions, cfg.policy), cfg.algorithm, self.device)
+        self.stats = EpisodeStats(env.num_envs, self.device)
+        self.dataset: ChunkDataset | None = None
+        self.iteration = 0
+        """The next iteration to run (also what checkpoints store)."""
+        self._executor: ChunkExecutor | None = None
+
+    @property
+    def policy(self) -> FlowPolicy:
+        """The deployed policy: the EMA copy of the trained weights."""
+        return self.alg.ema.model
+
+    # ------------------------------------------------------------------ data
+    def load_dataset(self) -> ChunkDataset:
+        """Read ``cfg.dataset``, check it against the env and set the normalizers (on a fresh run).
+
+        Raises:
+            ValueError: when no dataset is configured or it does not match the env.
+        """
+        if not self.cfg.dataset:
+            raise ValueError("Behaviour cloning needs demonstrations: pass --dataset PATH (or --agent.dataset PATH).")
+        demos = read_lerobot_dataset(self.cfg.dataset)
+        check_matches_env(demos, self.alg.policy.obs_dim, self.env.num_actions, "the env")
+        if self.iteration == 0:
+            self.alg.policy.set_normalization(demos.stats)
+            self.alg.ema.model.set_normalization(demos.stats)
+        self.dataset = ChunkDataset(demos, self.cfg.policy.horizon, self.device)
+        return self.dataset
+
+    # ------------------------------------------------------------------ inference
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy ``obs -> actions [N, A]`` executing EMA-policy chunks."""
+        policy, group = self.policy, self.cfg.policy.obs_group
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group]), policy.horizon)
+        return self._executor
+
+    def reset_inference(self, dones: torch.Tensor | None) -> None:
+        """Start a new chunk for envs whose episode ended."""
+        if self._executor is not None:
+            self._executor.reset(dones)
+
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env; returns ``Eval/mean_return`` and ``Eval/std_return``."""
+        returns, lengths = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
+        self.stats.finished_returns.clear()
+        self.stats.finished_lengths.clear()
+        self.stats.finished_returns.extend(returns.tolist())
+        self.stats.finished_lengths.extend(lengths.tolist())
+        self.stats.num_finished += returns.numel()
+        return {"Eval/mean_return": float(returns.mean()), "Eval/std_return": float(returns.std())}
+
+    # ------------------------------------------------------------------ training loop
+    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
+        """Run ``num_iterations`` iterations of ``updates_per_iteration`` gradient steps (default: up to
+        ``cfg.max_iterations``), evaluating every ``eval_interval`` iterations and at the end.
+
+        Returns:
+            The metrics of the last iteration.
+        """
+        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        dataset = self.dataset if self.dataset is not None else self.load_dataset()
+        logger = RunLogger(
+            self.log_dir,
+            total_iterations=end,
+            start_iteration=self.iteration,
+            backends=self.cfg.logger,
+            config={"agent": to_dict(self.cfg), **self.run_info},
+            wandb_project=self.cfg.wandb_project,
+        )
+        metrics: dict[str, float] = {}
+        try:
+            while self.iteration < end:
+                metrics = self._iteration(dataset)
+                self.iteration += 1
+                last = self.iteration == end
+                interval = self.cfg.eval_interval
+                if last or (interval > 0 and self.iteration % interval == 0):
+                    metrics.update(self.evaluate())
+                    metrics.update(self.stats.summary())
+                logger.log(self.iteration - 1, metrics, format_summary(self.iteration - 1, end, metrics))
+                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
+                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+        finally:
+            logger.close()
+        return metrics
+
+    def _iteration(self, dataset: ChunkDataset) -> dict[str, float]:
+        t0 = time.perf_counter()
+        sums: dict[str, float] = {}
+        self.alg.policy.train()
+        for _ in range(self.cfg.updates_per_iteration):
+            obs, actions, _ = dataset.sample(self.cfg.algorithm.batch_size)
+            for key, value in self.alg.update(obs, actions).items():
+                sums[key] = sums.get(key, 0.0) + value
+        elapsed = time.perf_counter() - t0
+        n = max(1, self.cfg.updates_per_iteration)
+        metrics = {f"Loss/{k}": v / n for k, v in sums.items()}
+        metrics["Loss/learning_rate"] = self.cfg.algorithm.learning_rate
+        metrics["Perf/updates_per_s"] = n / elapsed
+        metrics["Perf/learn_time"] = elapsed
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str | Path) -> None:
+        """Atomic checkpoint: policy, EMA policy, optimizer, config, next iteration, RNG state."""
+        save_checkpoint(
+            path,
+            {
+                "algorithm": self.algorithm_name,
+                "iteration": self.iteration,
+                "alg": self.alg.state_dict(),
+                "agent_cfg": to_dict(self.cfg),
+                "rng": rng_state(),
+                "episode_stats": self.stats.state_dict(),
+                **self.run_info,
+            },
+        )
+
+    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
+        """Resume from a checkpoint, or with ``weights_only`` take its policy and EMA weights.
+
+        Raises:
+            ValueError: for a checkpoint of another algorithm or an incompatible network.
+        """
+        data = load_checkpoint(path, self.device)
+        if data.get("algorithm") != self.algorithm_name:
+            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by flow-bc.")
+        try:
+            if weights_only:
+                self.alg.policy.load_state_dict(data["alg"]["policy"])
+                self.alg.ema.load_state_dict(data["alg"]["ema"])
+                return data
+            self.alg.load_state_dict(data["alg"])
+        except RuntimeError as err:
+            detail = " ".join(str(err).split()[:40])
+            raise ValueError(
+                f"Checkpoint '{path}' does not fit this policy (different task, sizes or agent.policy settings); "
+                f"pass the matching --task. Details: {detail}"
+            ) from None
+        self.iteration = data["iteration"]
+        set_rng_state(data["rng"])
+        self.stats.load_state_dict(data["episode_stats"])
+        return data

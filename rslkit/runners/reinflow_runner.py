@@ -1,0 +1,291 @@
+"""ReinFlow runner: fine-tune a behaviour-cloned flow policy with PPO over its noisy Euler chain."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg, make_chain
+from rslkit.envs.action_chunk import ActionChunkWrapper
+from rslkit.envs.vec_env import VecEnv
+from rslkit.models.flow.chunk_executor import ChunkExecutor
+from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
+from rslkit.runners.checks import check_finite
+from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
+from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.config import from_dict, to_dict
+from rslkit.utils.distributed import DistInfo
+from rslkit.utils.logger import RunLogger, format_summary
+from rslkit.utils.seeding import rng_state, set_rng_state
+
+
+@dataclass
+class ReinFlowRunnerCfg:
+    """ReinFlow fine-tuning run. CLI: ``--agent.<field>`` (``train.py --pretrained PATH`` sets ``pretrained``)."""
+
+    pretrained: str = ""
+    """flow-bc checkpoint to fine-tune; its policy settings replace ``policy`` and its EMA weights are the start."""
+    algorithm: ReinFlowCfg = field(default_factory=ReinFlowCfg)
+    policy: FlowPolicyCfg = field(default_factory=FlowPolicyCfg)
+    """Filled from the pretrained checkpoint (kept so a ReinFlow checkpoint rebuilds without it)."""
+    num_steps_per_env: int = 25
+    """Decisions (action chunks) per env and iteration."""
+    max_iterations: int = 100
+    eval_interval: int = 10
+    """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
+    save_interval: int = 50
+    logger: tuple[str, ...] = ("tensorboard",)
+    wandb_project: str = "rslkit"
+    check_for_nan: bool = True
+
+
+def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyCfg, dict]:
+    """Policy settings and EMA weights of a flow-bc checkpoint.
+
+    Raises:
+        ValueError: when the checkpoint was not written by flow-bc.
+    """
+    data = load_checkpoint(path, device)
+    if data.get("algorithm") != PretrainRunner.algorithm_name:
+        raise ValueError(
+            f"--pretrained '{path}' was written by '{data.get('algorithm')}'; ReinFlow starts from a flow-bc "
+            "checkpoint (train one with train.py --algo flow-bc --dataset DIR)."
+        )
+    return from_dict(FlowPolicyCfg, data["agent_cfg"]["policy"]), data["alg"]["ema"]["model"]
+
+
+class ReinFlowRunner:
+    """Fine-tunes a flow policy with ReinFlow (same interface as :class:`~rslkit.runners.OnPolicyRunner`).
+
+    Rollouts run in an :class:`~rslkit.envs.action_chunk.ActionChunkWrapper` (one decision = ``Ta`` env steps);
+    episode statistics are per env step. Checkpoints are self-contained (they hold the pretrained reference and
+    store ``pretrained = ""`` in their config, with the origin under ``pretrained_from``), so ``play.py`` and
+    ``--resume`` need no flow-bc file.
+
+    Args:
+        env: the per-step environment.
+        cfg: run config.
+        log_dir: run directory; None for no files.
+        device: training device.
+        dist_info: ReinFlow runs in one process.
+        run_info: extra checkpoint entries (task name, env config).
+    """
+
+    algorithm_name = "reinflow"
+
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: ReinFlowRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        self.dist = dist_info or DistInfo()
+        if self.dist.world_size > 1:
+            raise ValueError("reinflow runs in a single process; start train.py without torchrun.")
+        self.env = env
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.run_info = run_info or {}
+        weights = None
+        if cfg.pretrained:
+            cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
+        obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
+        policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)
+        if weights is not None:
+            try:
+                policy.load_state_dict(weights)
+            except RuntimeError as err:
+                detail = " ".join(str(err).split()[:40])
+                raise ValueError(
+                    f"--pretrained '{cfg.pretrained}' does not fit this env (observation/action sizes differ); "
+                    f"pretrain on the same --task. Details: {detail}"
+                ) from None
+        self.initialized = weights is not None
+        """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
+        self.chunk_env = ActionChunkWrapper(env, cfg.policy.horizon, cfg.algorithm.gamma)
+        obs = env.get_observations().to(self.device)
+        chain = make_chain(policy, cfg.algorithm)
+        self.alg = ReinFlow(chain, cfg.algorithm, cfg.num_steps_per_env, obs, cfg.policy.obs_group, self.device)
+        self.stats = EpisodeStats(env.num_envs, self.device)
+        self.iteration = 0
+        """The next iteration to run (also what checkpoints store)."""
+        self.total_env_steps = 0
+        self._executor: ChunkExecutor | None = None
+
+    @property
+    def policy(self) -> FlowPolicy:
+        """The flow policy being fine-tuned (deployed with the deterministic ODE)."""
+        return self.alg.chain.policy
+
+    # ------------------------------------------------------------------ inference
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
+        policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
+        return self._executor
+
+    def reset_inference(self, dones: torch.Tensor | None) -> None:
+        """Start a new chunk for envs whose episode ended."""
+        if self._executor is not None:
+            self._executor.reset(dones)
+
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env, then a fresh start for training (the env is reset when it can be)."""
+        returns, lengths = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
+        if hasattr(self.env, "reset"):
+            with torch.inference_mode():  # the env's state tensors were created under inference mode
+                self.env.reset()
+        self.stats.returns.zero_()
+        self.stats.lengths.zero_()
+        return {
+            "Eval/mean_return": float(returns.mean()),
+            "Eval/std_return": float(returns.std()),
+            "Eval/mean_episode_length": float(lengths.mean()),
+        }
+
+    # ------------------------------------------------------------------ training loop
+    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
+        """Run ``num_iterations`` iterations (default: up to ``cfg.max_iterations``).
+
+        Raises:
+            ValueError: when there is no pretrained policy to fine-tune.
+
+        Returns:
+            The metrics of the last iteration.
+        """
+        if not self.initialized:
+            raise ValueError(
+                "ReinFlow fine-tunes a pretrained flow policy: pass --pretrained PATH (a flow-bc checkpoint), "
+                "--agent.pretrained PATH, or resume a reinflow run."
+            )
+        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        logger = RunLogger(
+            self.log_dir,
+            total_iterations=end,
+            start_iteration=self.iteration,
+            backends=self.cfg.logger,
+            config={"agent": to_dict(self.cfg), **self.run_info},
+            wandb_project=self.cfg.wandb_project,
+        )
+        obs = self.env.get_observations().to(self.device)
+        metrics: dict[str, float] = {}
+        try:
+            while self.iteration < end:
+                metrics, obs = self._iteration(obs)
+                self.iteration += 1
+                last = self.iteration == end
+                interval = self.cfg.eval_interval
+                if last or (interval > 0 and self.iteration % interval == 0):
+                    metrics.update(self.evaluate())
+                    obs = self.env.get_observations().to(self.device)
+                logger.log(self.iteration - 1, metrics, format_summary(self.iteration - 1, end, metrics))
+                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
+                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+        finally:
+            logger.close()
+        return metrics
+
+    def _iteration(self, obs: TensorDict) -> tuple[dict[str, float], TensorDict]:
+        t0 = time.perf_counter()
+        env_log: dict[str, list[float]] = {}
+        with torch.inference_mode():
+            for _ in range(self.cfg.num_steps_per_env):
+                chunk = self.alg.act(obs)
+                obs, rewards, dones, extras = self.chunk_env.step(chunk.to(self.env.device))
+                obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
+                if self.cfg.check_for_nan:
+                    check_finite(obs, rewards)
+                self.alg.process_env_step(rewards, dones, extras)
+                step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
+                for j in range(step_rewards.shape[1]):
+                    self.stats.update(step_rewards[:, j], step_dones[:, j], None)
+                for key, value in extras["log"].items():
+                    env_log.setdefault(key, []).append(value)
+            self.alg.compute_returns(obs)
+        t1 = time.perf_counter()
+        update_actor = self.iteration >= self.cfg.algorithm.critic_warmup_iterations
+        losses = self.alg.update(update_actor)
+        t2 = time.perf_counter()
+        steps = self.cfg.num_steps_per_env * self.env.num_envs * self.chunk_env.horizon
+        self.total_env_steps += steps
+        metrics = {f"Loss/{k}": v for k, v in losses.items()}
+        metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
+        metrics["Policy/mean_std"] = self.alg.mean_sigma(obs)
+        metrics["Policy/actor_updated"] = float(update_actor)
+        metrics.update(self.stats.summary())
+        for key, values in env_log.items():
+            name = key.lstrip("/")
+            metrics[name if "/" in name else f"Env/{name}"] = sum(values) / len(values)
+        metrics["Perf/steps_per_s"] = steps / (t2 - t0)
+        metrics["Perf/collect_time"] = t1 - t0
+        metrics["Perf/learn_time"] = t2 - t1
+        metrics["Perf/iteration_time"] = t2 - t0
+        metrics["Perf/total_env_steps"] = float(self.total_env_steps)
+        return metrics, obs
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str | Path) -> None:
+        """Atomic, self-contained checkpoint (actor, critic, pretrained reference, optimizers, config, RNG, env)."""
+        env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
+        agent_cfg = to_dict(self.cfg)
+        agent_cfg["pretrained"] = ""
+        save_checkpoint(
+            path,
+            {
+                "algorithm": self.algorithm_name,
+                "iteration": self.iteration,
+                "total_env_steps": self.total_env_steps,
+                "alg": self.alg.state_dict(),
+                "agent_cfg": agent_cfg,
+                "pretrained_from": self.cfg.pretrained,
+                "rng": rng_state(),
+                "env_state": env_state,
+                "episode_stats": self.stats.state_dict(),
+                **self.run_info,
+            },
+        )
+
+    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
+        """Resume from a reinflow checkpoint, or with ``weights_only`` take its actor (chain) and critic weights.
+
+        Raises:
+            ValueError: for a checkpoint of another algorithm or an incompatible network.
+        """
+        data = load_checkpoint(path, self.device)
+        if data.get("algorithm") != self.algorithm_name:
+            hint = " (pass a flow-bc checkpoint as --pretrained)" if data.get("algorithm") == "flow-bc" else ""
+            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by reinflow{hint}.")
+        try:
+            if weights_only:
+                self.alg.chain.load_state_dict(data["alg"]["chain"])
+                self.alg.critic.load_state_dict(data["alg"]["critic"])
+                self.alg.reference.load_state_dict(data["alg"]["reference"])
+            else:
+                self.alg.load_state_dict(data["alg"])
+        except RuntimeError as err:
+            detail = " ".join(str(err).split()[:40])
+            raise ValueError(
+                f"Checkpoint '{path}' does not fit this policy (different task, sizes or agent settings); "
+                f"pass the matching --task. Details: {detail}"
+            ) from None
+        self.initialized = True
+        if weights_only:
+            return data
+        self.iteration = data["iteration"]
+        self.total_env_steps = data.get("total_env_steps", 0)
+        set_rng_state(data["rng"])
+        if data.get("env_state") is not None and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(data["env_state"])
+        self.stats.load_state_dict(data["episode_stats"])
+        return data

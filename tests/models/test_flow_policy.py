@@ -1,0 +1,144 @@
+"""Flow policy: velocity net, sampler, objectives, EMA, chunk execution, and behaviour cloning of a bimodal toy."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rslkit.algorithms.flow_bc import FlowBC, FlowBCCfg
+from rslkit.models.flow import (
+    EMA,
+    ChunkExecutor,
+    FlowPolicy,
+    FlowPolicyCfg,
+    euler_sample,
+    rectified_flow_loss,
+    shortcut_loss,
+    time_grid,
+)
+from rslkit.models.mlp import make_mlp
+
+
+def _policy(objective="rectified_flow", horizon=3, action_dim=2, obs_dim=4, **kw):
+    cfg = FlowPolicyCfg(horizon=horizon, hidden_dim=32, num_blocks=1, objective=objective, **kw)
+    return FlowPolicy(obs_dim, action_dim, cfg)
+
+
+def test_shapes_and_step_conditioning():
+    policy = _policy()
+    x, obs = torch.randn(5, 3, 2), torch.randn(5, 4)
+    assert policy.velocity(x, torch.rand(5), obs).shape == (5, 3, 2)
+    assert policy.act_chunk(obs).shape == (5, 3, 2)
+    shortcut = _policy("shortcut")
+    assert shortcut.step_conditioned and not policy.step_conditioned
+    with pytest.raises(ValueError, match="pass the step size d"):
+        shortcut.net(x, torch.rand(5), obs)
+    with pytest.raises(ValueError, match="Unknown flow objective"):
+        _policy("ddpm")
+
+
+def test_time_grid_and_euler():
+    assert time_grid(4).tolist() == [0.0, 0.25, 0.5, 0.75]
+    with pytest.raises(ValueError, match="K must be >= 1"):
+        time_grid(0)
+    # dx/dt = t integrates exactly to the left Riemann sum sum_k t_k / K.
+    x = euler_sample(lambda x, t: t.view(-1, 1).expand_as(x), torch.zeros(2, 1), 4)
+    assert x[0, 0].item() == pytest.approx((0 + 0.25 + 0.5 + 0.75) / 4)
+
+
+def test_act_chunk_stays_in_the_data_range():
+    policy = _policy()
+    policy.action_normalizer.set_stats(torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 1.0]))
+    for p in policy.net.parameters():
+        p.data.mul_(50)  # wild velocities
+    chunk = policy.act_chunk(torch.randn(64, 4))
+    assert chunk[..., 0].abs().max() <= 2.0 and chunk[..., 1].min() >= 0.0 and chunk[..., 1].max() <= 1.0
+
+
+def test_objectives_train_their_terms():
+    torch.manual_seed(0)
+    policy = _policy()
+    x1, obs = torch.randn(32, 3, 2), torch.randn(32, 4)
+    loss = rectified_flow_loss(policy, obs, x1)
+    loss.backward()
+    assert loss.item() > 0 and all(p.grad is not None for p in policy.net.parameters())
+    shortcut = _policy("shortcut")
+    total, terms = shortcut_loss(shortcut, obs, x1, bootstrap_fraction=0.25)
+    assert set(terms) == {"flow_matching", "self_consistency"}
+    assert total.item() == pytest.approx(0.75 * terms["flow_matching"].item() + 0.25 * terms["self_consistency"].item())
+    with pytest.raises(ValueError, match="step-conditioned"):
+        shortcut_loss(policy, obs, x1)
+
+
+def test_ema_tracks_weights():
+    model = torch.nn.Linear(2, 2)
+    ema = EMA(model, decay=0.9)
+    before = ema.model.weight.clone()
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    ema.update(model)  # warm-up decay min(0.9, 2/11)
+    expected = before + (1 - 2 / 11) * 1.0
+    torch.testing.assert_close(ema.model.weight, expected)
+    assert not ema.model.weight.requires_grad
+    restored = EMA(torch.nn.Linear(2, 2), 0.9)
+    restored.load_state_dict(ema.state_dict())
+    assert restored.num_updates == 1 and torch.equal(restored.model.weight, ema.model.weight)
+
+
+def test_chunk_executor_runs_chunks_and_resets():
+    calls = []
+
+    def chunk_fn(obs):
+        calls.append(obs.batch_size[0])
+        base = obs["policy"][:, :1].unsqueeze(1)  # [M, 1, 1]
+        return base + torch.arange(3.0).view(1, 3, 1)  # chunk = obs + (0, 1, 2)
+
+    run = ChunkExecutor(chunk_fn, horizon=3)
+    obs = TensorDict({"policy": torch.tensor([[10.0], [20.0]])}, batch_size=[2])
+    assert [run(obs)[:, 0].tolist() for _ in range(3)] == [[10, 20], [11, 21], [12, 22]]
+    run.reset(torch.tensor([False, True]))
+    obs = TensorDict({"policy": torch.tensor([[30.0], [40.0]])}, batch_size=[2])
+    assert run(obs)[:, 0].tolist() == [30, 40]  # env 0's chunk was used up, env 1 was reset
+    assert run(obs)[:, 0].tolist() == [31, 41]
+    run.reset(torch.tensor([True, False]))
+    assert run(obs)[:, 0].tolist() == [30, 42]
+    assert calls == [2, 2, 1]
+
+
+def _bimodal(n=2048, seed=0):
+    """2-D actions from two well separated modes; the observation carries no information about the mode."""
+    g = torch.Generator().manual_seed(seed)
+    modes = torch.tensor([[0.6, 0.6], [-0.6, -0.6]])
+    which = torch.randint(0, 2, (n,), generator=g)
+    actions = modes[which] + 0.05 * torch.randn(n, 2, generator=g)
+    return torch.zeros(n, 1), actions, modes
+
+
+def test_flow_bc_covers_both_modes_where_mse_averages():
+    torch.manual_seed(0)
+    obs, actions, modes = _bimodal()
+    policy = FlowPolicy(1, 2, FlowPolicyCfg(horizon=1, hidden_dim=64, num_blocks=2))
+    policy.action_normalizer.set_stats(torch.tensor([-1.0, -1.0]), torch.tensor([1.0, 1.0]))
+    bc = FlowBC(policy, FlowBCCfg(learning_rate=2e-3, batch_size=256, ema_decay=0.99))
+    g = torch.Generator().manual_seed(1)
+    for _ in range(600):
+        idx = torch.randint(0, obs.shape[0], (256,), generator=g)
+        bc.update(obs[idx], actions[idx].unsqueeze(1))
+    with torch.no_grad():
+        samples = bc.ema.model.act_chunk(torch.zeros(1000, 1), num_steps=8)[:, 0]
+    near = torch.cdist(samples, modes) < 0.25  # [1000, 2]
+    assert near[:, 0].float().mean() > 0.35 and near[:, 1].float().mean() > 0.35
+    assert near.any(-1).float().mean() > 0.85
+    assert (samples.norm(dim=-1) < 0.3).float().mean() < 0.1  # few samples at the midpoint
+
+    # A Gaussian (MSE) regressor predicts the conditional mean: the midpoint, far from both modes.
+    regressor = make_mlp(1, (64, 64), 2)
+    opt = torch.optim.Adam(regressor.parameters(), lr=1e-2)
+    for _ in range(200):
+        idx = torch.randint(0, obs.shape[0], (256,), generator=g)
+        loss = ((regressor(obs[idx]) - actions[idx]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        mean_prediction = regressor(torch.zeros(1, 1))
+    assert torch.cdist(mean_prediction, modes).min() > 0.6
