@@ -6,12 +6,11 @@ action noise for imperfect demonstrations, and writes the episodes as a LeRobotD
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import torch
 
-from rslkit.cli.common import make_parser, resolve_device
+from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.data.lerobot_writer import write_lerobot_dataset
 from rslkit.data.recorder import record_episodes
 from rslkit.envs.registry import get_task
@@ -84,4 +83,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(main)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections.abc import Callable
 
 import torch
 
@@ -38,3 +41,17 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
         description=description, epilog=tasks_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
+
+
+def run_cli(main: Callable[[], object]) -> None:
+    """Run a command-line entry point; bad input ends with its message and exit code 2 instead of a traceback.
+
+    Set ``RSLKIT_TRACEBACK=1`` to see the full traceback.
+    """
+    try:
+        main()
+    except (ValueError, FileNotFoundError) as err:
+        if os.environ.get("RSLKIT_TRACEBACK"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import torch
 
-from rslkit.cli.common import make_parser, resolve_device
+from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.envs.registry import get_task
 from rslkit.runners.registry import get_runner
 from rslkit.utils.checkpoint import load_checkpoint
@@ -104,4 +103,4 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(main)

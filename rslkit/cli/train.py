@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from rslkit.cli.common import make_parser, resolve_device
+from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.envs.registry import get_task
 from rslkit.runners.registry import get_runner
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
@@ -122,4 +121,4 @@ def main(argv: list[str] | None = None) -> Any:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(main)

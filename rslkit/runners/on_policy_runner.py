@@ -33,7 +33,10 @@ def _discrete_choices(env: VecEnv, distribution: str) -> int | None:
             )
         return int(space.n)
     if distribution == "categorical":
-        raise ValueError("A categorical policy needs an env with a Discrete action_space; this env's is continuous.")
+        raise ValueError(
+            "A categorical policy needs an env with a Discrete action_space; this env's actions are continuous: set "
+            "--agent.policy.distribution gaussian (or tanh_gaussian / beta for bounded actions)."
+        )
     return None
 
 
