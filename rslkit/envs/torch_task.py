@@ -82,7 +82,11 @@ class TorchTask(VecEnv):
         """Hook run before the physics step (e.g. to cache the state the reward is computed from)."""
 
     def _state_tensors(self) -> dict[str, torch.Tensor]:
-        """Named state tensors that :meth:`state_dict` saves (subclasses list their own)."""
+        """Named state tensors that :meth:`state_dict` saves (subclasses list their own).
+
+        :meth:`load_state_dict` copies into these tensors in place, so observations must not alias them (return
+        new tensors from :meth:`_observations`, e.g. via ``torch.stack`` or ``clone``).
+        """
         return {}
 
     # ----------------------------------------------------------------- VecEnv API
