@@ -34,7 +34,8 @@ def check_continuous(env: VecEnv) -> None:
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         raise ValueError(
             f"SAC needs a continuous (Box) action space, but this env's is {space}; train it with --algo ppo "
-            "(categorical policy) instead."
+            "(categorical policy) instead, or switch the task to continuous actions where it has that option "
+            "(cartpole: --env.action_type continuous)."
         )
 
 

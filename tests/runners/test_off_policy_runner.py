@@ -10,10 +10,11 @@ from tensordict import TensorDict
 
 from rslkit.envs.gym_adapter import GymEnvCfg, GymVecEnv
 from rslkit.envs.registry import get_task, make_env
-from rslkit.envs.tasks.pendulum import PendulumCfg, PendulumTask, pendulum_sac_cfg
+from rslkit.envs.tasks.pendulum import PendulumCfg, PendulumTask
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.registry import get_runner
 from rslkit.runners.sac_config import SACRunnerCfg
+from rslkit.runners.sac_defaults import small_task_sac_cfg as pendulum_sac_cfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.seeding import seed_everything
 

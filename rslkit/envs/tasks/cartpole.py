@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.envs.torch_task import TaskCfg, TorchTask
+from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -166,7 +167,7 @@ register_task(
         name="cartpole",
         env_cfg=lambda: CartpoleCfg(num_envs=256),
         make_env=_make,
-        agent_cfgs={"ppo": cartpole_ppo_cfg},
+        agent_cfgs={"ppo": cartpole_ppo_cfg, "sac": small_task_sac_cfg},
         description="Gymnasium CartPole-v1 balance, batched in torch (discrete; --env.action_type continuous)",
     )
 )

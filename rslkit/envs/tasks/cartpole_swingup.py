@@ -12,6 +12,7 @@ from tensordict import TensorDict
 
 from rslkit.envs.tasks.cartpole import cartpole_derivatives
 from rslkit.envs.torch_task import TaskCfg, TorchTask
+from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -185,7 +186,7 @@ register_task(
         name="cartpole-swingup",
         env_cfg=lambda: CartpoleSwingupCfg(num_envs=256),
         make_env=_make,
-        agent_cfgs={"ppo": cartpole_swingup_ppo_cfg},
+        agent_cfgs={"ppo": cartpole_swingup_ppo_cfg, "sac": small_task_sac_cfg},
         description="Cart-pole swing-up from hanging down, dm_control-style smooth reward",
     )
 )

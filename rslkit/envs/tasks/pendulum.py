@@ -11,6 +11,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.envs.torch_task import TaskCfg, TorchTask
+from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -104,39 +105,6 @@ def pendulum_ppo_cfg():
     )
 
 
-def pendulum_sac_cfg():
-    """SAC on the batched Pendulum: mean training return >= -250 in 13-19 s with 64 envs on 2 busy CPU cores (one
-    torch thread); 20-45 s with the task's default 1024 envs.
-
-    Pendulum is tiny, so the large-batch recipe is scaled down: small networks, batch 1024, one update per
-    vectorized step, fast target tracking (tau 0.1) and 3-step returns with gamma 0.95.
-    """
-    from rslkit.algorithms.sac import SACCfg, SACNetworkCfg
-    from rslkit.runners.sac_config import SACRunnerCfg
-    from rslkit.storage.replay_buffer import ReplayCfg
-
-    return SACRunnerCfg(
-        algorithm=SACCfg(
-            gamma=0.95,
-            tau=0.1,
-            n_step=3,
-            batch_size=1024,
-            utd_ratio=1.0,
-            actor_lr=3e-3,
-            critic_lr=3e-3,
-            alpha_lr=3e-3,
-            init_alpha=0.1,
-        ),
-        policy=SACNetworkCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)),
-        replay=ReplayCfg(capacity=1_000_000),
-        num_steps_per_env=8,
-        max_iterations=300,
-        random_steps=10,
-        learning_starts=10,
-        save_interval=100,
-    )
-
-
 def pendulum_flow_bc_cfg():
     """Flow behaviour cloning on pendulum demonstrations: 64-wide rectified-flow policy over 4-action chunks,
     2000 updates of batch 1024 (~20 s on 2 CPU cores)."""
@@ -183,7 +151,7 @@ register_task(
         make_env=_make,
         agent_cfgs={
             "ppo": pendulum_ppo_cfg,
-            "sac": pendulum_sac_cfg,
+            "sac": small_task_sac_cfg,
             "flow-bc": pendulum_flow_bc_cfg,
             "reinflow": pendulum_reinflow_cfg,
         },

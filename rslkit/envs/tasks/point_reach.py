@@ -10,6 +10,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.envs.torch_task import TaskCfg, TorchTask
+from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -131,7 +132,7 @@ register_task(
         name="point-reach",
         env_cfg=lambda: PointReachCfg(num_envs=512),
         make_env=_make,
-        agent_cfgs={"ppo": point_reach_ppo_cfg},
+        agent_cfgs={"ppo": point_reach_ppo_cfg, "sac": small_task_sac_cfg},
         description="2-D point mass reaching random goals (success rate, asymmetric critic)",
     )
 )

@@ -1,0 +1,37 @@
+"""Default SAC agent configs shared by tasks."""
+
+from __future__ import annotations
+
+from rslkit.algorithms.sac import SACCfg, SACNetworkCfg
+from rslkit.runners.sac_config import SACRunnerCfg
+from rslkit.storage.replay_buffer import ReplayCfg
+
+
+def small_task_sac_cfg() -> SACRunnerCfg:
+    """SAC for small control tasks (pendulum, cartpole-swingup, point-reach, continuous cartpole).
+
+    The large-batch recipe scaled down: small networks, batch 1024, one update per vectorized step, fast target
+    tracking (tau 0.1) and 3-step returns with gamma 0.95. Measured with 64 envs on 2 busy CPU cores (one torch
+    thread): pendulum mean return >= -250 in 13-19 s; point-reach success 1.0 after 150 iterations (16 s);
+    cartpole-swingup return 330 after 300 iterations (33 s); continuous cartpole 293 after 200 iterations (16 s).
+    """
+    return SACRunnerCfg(
+        algorithm=SACCfg(
+            gamma=0.95,
+            tau=0.1,
+            n_step=3,
+            batch_size=1024,
+            utd_ratio=1.0,
+            actor_lr=3e-3,
+            critic_lr=3e-3,
+            alpha_lr=3e-3,
+            init_alpha=0.1,
+        ),
+        policy=SACNetworkCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)),
+        replay=ReplayCfg(capacity=1_000_000),
+        num_steps_per_env=8,
+        max_iterations=300,
+        random_steps=10,
+        learning_starts=10,
+        save_interval=100,
+    )
