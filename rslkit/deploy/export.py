@@ -1,0 +1,302 @@
+"""Export trained policies to ONNX: ``python -m rslkit.export --checkpoint C --out policy.onnx``.
+
+Supported: PPO actor-critics (Gaussian / tanh-Gaussian / Beta / categorical heads, deterministic mode, env-space
+actions; feed-forward or GRU/LSTM with explicit state), SAC actors (``tanh(mu)``), and flow chunk policies
+(flow-bc, ReinFlow; ``K`` Euler steps unrolled, initial noise as an input). Normalizers are inside the graph; the
+metadata (:class:`~rslkit.deploy.metadata.PolicyMetadata`) travels in ``metadata_props``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+import torch.nn as nn
+
+from rslkit.algorithms.sac import SACModel
+from rslkit.deploy.graphs import FlowChunkGraph, PPORecurrentGraph, PPOStepGraph, SACStepGraph
+from rslkit.deploy.metadata import PolicyMetadata, write_metadata
+from rslkit.models.actor_critic import ActorCritic
+from rslkit.models.flow.policy import FlowPolicy
+from rslkit.models.normalizer import EmpiricalNormalization
+
+DEFAULT_OPSET = 17
+
+
+@dataclass
+class ExportPlan:
+    """A traced module with its example inputs, names, dynamic axes and metadata."""
+
+    module: nn.Module
+    example_inputs: tuple[torch.Tensor, ...]
+    dynamic_axes: dict[str, dict[int, str]]
+    metadata: PolicyMetadata
+
+
+def control_rate_from_env_cfg(env_cfg: dict[str, Any] | None) -> float | None:
+    """Env steps per second from a task config (``dt``, or ``sim_dt * decimation``); None when unknown."""
+    if not env_cfg:
+        return None
+    if isinstance(env_cfg.get("dt"), (int, float)) and env_cfg["dt"] > 0:
+        return 1.0 / float(env_cfg["dt"])
+    sim_dt, decimation = env_cfg.get("sim_dt"), env_cfg.get("decimation", 1)
+    if isinstance(sim_dt, (int, float)) and sim_dt > 0 and isinstance(decimation, int) and decimation > 0:
+        return 1.0 / (float(sim_dt) * decimation)
+    return None
+
+
+def _group_dims(normalizers: nn.ModuleDict, groups: list[str], first_in: int, obs_dims: dict[str, int] | None):
+    if obs_dims is not None:
+        missing = [g for g in groups if g not in obs_dims]
+        if missing:
+            raise ValueError(f"obs_dims lacks the actor groups {missing}; pass a size for each of {groups}.")
+        return {g: int(obs_dims[g]) for g in groups}
+    dims: dict[str, int] = {}
+    for g in groups:
+        norm = normalizers[g]
+        if isinstance(norm, EmpiricalNormalization):
+            dims[g] = int(norm.mean.shape[0])
+    if len(dims) < len(groups):
+        if len(groups) == 1:
+            return {groups[0]: int(first_in)}
+        raise ValueError(
+            f"Cannot infer the sizes of observation groups {groups} (no normalization); pass obs_dims={{group: dim}}."
+        )
+    return dims
+
+
+def _first_linear_in(module: nn.Module) -> int:
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            return int(m.in_features)
+    raise ValueError("The actor has no Linear layer.")
+
+
+def plan_export(
+    policy: nn.Module,
+    algorithm: str,
+    obs_dims: dict[str, int] | None = None,
+    task: str | None = None,
+    control_rate_hz: float | None = None,
+    num_flow_steps: int | None = None,
+) -> ExportPlan:
+    """Wrap ``policy`` (ActorCritic, SACModel or FlowPolicy) for export, with batch-1 example inputs.
+
+    Args:
+        policy: the trained model (its weights are shared, not copied; it is put in eval mode).
+        algorithm: name stored in the metadata (``ppo``, ``sac``, ``flow-bc``, ``reinflow``).
+        obs_dims: observation group -> size; inferred from normalizers where possible.
+        task: task name for the metadata.
+        control_rate_hz: env steps per second for the metadata.
+        num_flow_steps: Euler steps ``K`` to unroll (flow policies; default the policy's own).
+
+    Raises:
+        ValueError: for an unsupported policy type or missing sizes.
+    """
+    policy.eval()
+
+    def metadata(**fields: Any) -> PolicyMetadata:
+        return PolicyMetadata(algorithm=algorithm, task=task, control_rate_hz=control_rate_hz, **fields)
+
+    if isinstance(policy, ActorCritic):
+        groups = list(policy.obs_groups["actor"])
+        first_in = (
+            policy.actor_memory.rnn.input_size if policy.actor_memory is not None else _first_linear_in(policy.actor)
+        )
+        dims = _group_dims(policy.normalizers, groups, first_in, obs_dims)
+        num_actions = int(policy.dist.raw_dim)
+        examples = tuple(torch.zeros(1, dims[g]) for g in groups)
+        axes = {g: {0: "batch"} for g in groups}
+        if policy.actor_memory is None:
+            module: nn.Module = PPOStepGraph(policy)
+            axes["actions"] = {0: "batch"}
+            meta = metadata(
+                kind="step",
+                obs_groups={g: [dims[g]] for g in groups},
+                action_dim=num_actions,
+                input_names=groups,
+                output_names=["actions"],
+            )
+            return ExportPlan(module, examples, axes, meta)
+        mem = policy.actor_memory
+        rec = PPORecurrentGraph(policy)
+        names = ["h", "c"] if mem.is_lstm else ["h"]
+        state = tuple(torch.zeros(mem.num_layers, 1, mem.hidden_dim) for _ in names)
+        outs = [f"{n}_out" for n in names]
+        for n in names + outs:
+            axes[n] = {1: "batch"}
+        axes["actions"] = {0: "batch"}
+        meta = metadata(
+            kind="recurrent",
+            obs_groups={g: [dims[g]] for g in groups},
+            action_dim=num_actions,
+            input_names=groups + names,
+            output_names=["actions", *outs],
+            state_shapes={n: [mem.num_layers, -1, mem.hidden_dim] for n in names},
+            rnn_type="lstm" if mem.is_lstm else "gru",
+        )
+        return ExportPlan(rec, examples + state, axes, meta)
+    if isinstance(policy, SACModel):
+        groups = list(policy.actor_groups)
+        dims = _group_dims(policy.normalizers, groups, _first_linear_in(policy.actor), obs_dims)
+        last = policy.actor.net[-1]
+        assert isinstance(last, nn.Linear)
+        num_actions = last.out_features // 2
+        axes = {g: {0: "batch"} for g in groups}
+        axes["actions"] = {0: "batch"}
+        meta = metadata(
+            kind="step",
+            obs_groups={g: [dims[g]] for g in groups},
+            action_dim=num_actions,
+            input_names=groups,
+            output_names=["actions"],
+        )
+        return ExportPlan(SACStepGraph(policy), tuple(torch.zeros(1, dims[g]) for g in groups), axes, meta)
+    if isinstance(policy, FlowPolicy):
+        graph = FlowChunkGraph(policy, num_flow_steps)
+        g = policy.cfg.obs_group
+        meta = metadata(
+            kind="chunk",
+            obs_groups={g: [policy.obs_dim]},
+            action_dim=policy.action_dim,
+            input_names=[g, "noise"],
+            output_names=["chunk"],
+            chunk_length=policy.horizon,
+            num_flow_steps=graph.num_steps,
+            noise_shape=[policy.horizon, policy.action_dim],
+        )
+        examples = (torch.zeros(1, policy.obs_dim), torch.zeros(1, policy.horizon, policy.action_dim))
+        axes = {g: {0: "batch"}, "noise": {0: "batch"}, "chunk": {0: "batch"}}
+        return ExportPlan(graph, examples, axes, meta)
+    raise ValueError(
+        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy."
+    )
+
+
+def export_plan(plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
+    """Trace ``plan.module`` with the TorchScript-based exporter, attach the metadata, check and save to ``out``.
+
+    Returns:
+        The saved model (already passed ``onnx.checker.check_model``).
+    """
+    if opset < 17:
+        raise ValueError(f"Export needs opset >= 17 (LayerNormalization), got {opset}.")
+    with tempfile.TemporaryDirectory() as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer warnings
+        torch.onnx.export(
+            plan.module,
+            plan.example_inputs,
+            str(Path(tmp) / "graph.onnx"),
+            input_names=plan.metadata.input_names,
+            output_names=plan.metadata.output_names,
+            dynamic_axes=plan.dynamic_axes,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+        model = onnx.load(str(Path(tmp) / "graph.onnx"))
+    write_metadata(model, plan.metadata)
+    onnx.checker.check_model(model)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(out))
+    return model
+
+
+def export_policy(policy: nn.Module, out: str | Path, algorithm: str, **kwargs: Any) -> PolicyMetadata:
+    """:func:`plan_export` then :func:`export_plan`; returns the metadata written."""
+    opset = kwargs.pop("opset", DEFAULT_OPSET)
+    plan = plan_export(policy, algorithm, **kwargs)
+    export_plan(plan, out, opset)
+    return plan.metadata
+
+
+def load_checkpoint_policy(checkpoint: str | Path, task: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the env (one instance) and runner of a checkpoint, as ``play.py`` does, and return its policy.
+
+    Returns:
+        ``(policy, info)`` with ``info`` keys ``algorithm``, ``task``, ``control_rate_hz``, ``obs_dims``.
+
+    Raises:
+        ValueError: when the checkpoint names no task and none is given, or the task differs.
+    """
+    from rslkit.envs.registry import get_task
+    from rslkit.runners.registry import get_runner
+    from rslkit.utils.checkpoint import load_checkpoint
+    from rslkit.utils.config import from_dict
+
+    saved = load_checkpoint(checkpoint)
+    saved_task = saved.get("task")
+    if task is None and saved_task is None:
+        raise ValueError(f"Checkpoint '{checkpoint}' does not record its task; pass --task NAME.")
+    if task is not None and saved_task is not None and task != saved_task:
+        raise ValueError(f"Checkpoint '{checkpoint}' was trained on task '{saved_task}', not '{task}'.")
+    task = str(task or saved_task)
+    spec = get_task(task)
+    cfg_cls, runner_cls = get_runner(saved["algorithm"])
+    env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"]) if saved.get("env_cfg") else spec.env_cfg()
+    agent_cfg = from_dict(cfg_cls, saved["agent_cfg"])
+    if hasattr(agent_cfg, "pretrained"):
+        agent_cfg.pretrained = ""  # ReinFlow checkpoints are self-contained
+    env_cfg.num_envs = 1
+    env = spec.make_env(env_cfg, "cpu")
+    runner = runner_cls(env, agent_cfg, None, "cpu")
+    runner.load(checkpoint, weights_only=True)
+    obs = env.get_observations()
+    info = {
+        "algorithm": saved["algorithm"],
+        "task": task,
+        "control_rate_hz": control_rate_from_env_cfg(saved.get("env_cfg")),
+        "obs_dims": {k: int(obs[k].shape[-1]) for k in obs.keys() if obs[k].dim() == 2},
+    }
+    if saved["algorithm"] == "reinflow":
+        info["num_flow_steps"] = int(runner.alg.chain.num_steps)
+    return runner.policy, info
+
+
+def export_checkpoint(
+    checkpoint: str | Path,
+    out: str | Path,
+    task: str | None = None,
+    num_flow_steps: int | None = None,
+    opset: int = DEFAULT_OPSET,
+) -> PolicyMetadata:
+    """Export the deployable policy of an rslkit checkpoint (any algorithm of the runner registry) to ``out``."""
+    policy, info = load_checkpoint_policy(checkpoint, task)
+    return export_policy(
+        policy,
+        out,
+        info["algorithm"],
+        obs_dims=info["obs_dims"],
+        task=info["task"],
+        control_rate_hz=info["control_rate_hz"],
+        num_flow_steps=num_flow_steps or info.get("num_flow_steps"),
+        opset=opset,
+    )
+
+
+def main(argv: list[str] | None = None) -> PolicyMetadata:
+    """Command line: ``python -m rslkit.export --checkpoint model_300.pt --out policy.onnx``."""
+    parser = argparse.ArgumentParser(description="Export a trained rslkit policy to ONNX (normalizers inside).")
+    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py")
+    parser.add_argument("--out", required=True, help="output .onnx file")
+    parser.add_argument("--task", default=None, help="task name, when the checkpoint does not record it")
+    parser.add_argument("--flow_steps", type=int, default=None, help="Euler steps K to unroll (flow policies)")
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    args = parser.parse_args(argv)
+    meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset)
+    shapes = ", ".join(f"{g}{s}" for g, s in meta.obs_groups.items())
+    extra = f" | chunk {meta.chunk_length} x K={meta.num_flow_steps}" if meta.kind == "chunk" else ""
+    print(f"Exported {meta.algorithm} {meta.kind} policy ({shapes} -> {meta.action_dim} actions{extra}) to {args.out}")
+    return meta
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

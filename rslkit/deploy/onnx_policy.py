@@ -1,0 +1,185 @@
+"""Run an exported policy with ONNX Runtime: validated inputs, recurrent state kept, actions or chunks out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rslkit.deploy.metadata import PolicyMetadata, read_metadata
+
+
+def _import_ort() -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError("OnnxPolicy needs onnxruntime: pip install onnxruntime") from err
+    return ort
+
+
+class OnnxPolicy:
+    """An rslkit ONNX policy (from :mod:`rslkit.deploy.export`) in an ONNX Runtime CPU session.
+
+    Call with observations (a ``{group: array [B, D_g]}`` mapping, or one array when the policy reads one group;
+    an unbatched ``[D_g]`` sample gives an unbatched result). Returns ``actions [B, A]`` for step and recurrent
+    policies and ``chunk [B, Ta, A]`` for chunk policies. Recurrent policies carry their state from call to call;
+    :meth:`reset` zeroes it for new episodes.
+
+    Args:
+        path: the ``.onnx`` file.
+        intra_op_threads: ONNX Runtime intra-op threads (1 suits batch-1 control loops on shared CPUs).
+        seed: seed of the initial flow noise drawn when a chunk policy is called without ``noise``.
+        check_outputs: raise when the policy returns non-finite values.
+
+    Raises:
+        FileNotFoundError: for a missing file. ValueError: for a model not exported by rslkit.
+    """
+
+    def __init__(
+        self, path: str | Path, intra_op_threads: int = 1, seed: int | None = 0, check_outputs: bool = True
+    ) -> None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"ONNX policy '{path}' does not exist; export one with python -m rslkit.export.")
+        if intra_op_threads < 1:
+            raise ValueError(f"intra_op_threads must be >= 1, got {intra_op_threads}.")
+        ort = _import_ort()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = intra_op_threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        props = self.session.get_modelmeta().custom_metadata_map
+        self.meta: PolicyMetadata = read_metadata(props, f"'{path}'")
+        self.check_outputs = check_outputs
+        self.rng = np.random.default_rng(seed)
+        self._state: dict[str, np.ndarray] | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def kind(self) -> str:
+        """``step``, ``recurrent`` or ``chunk``."""
+        return self.meta.kind
+
+    @property
+    def obs_groups(self) -> dict[str, list[int]]:
+        """Observation group -> per-sample shape."""
+        return self.meta.obs_groups
+
+    @property
+    def action_dim(self) -> int:
+        """Action size ``A``."""
+        return self.meta.action_dim
+
+    @property
+    def chunk_length(self) -> int | None:
+        """``Ta`` of chunk policies (None otherwise)."""
+        return self.meta.chunk_length
+
+    @property
+    def state(self) -> dict[str, np.ndarray] | None:
+        """Current recurrent state ``{name: [L, B, H]}`` (None before the first call or after :meth:`reset`)."""
+        return self._state
+
+    # ------------------------------------------------------------------ validation
+    def _array(self, name: str, value: Any, per_sample: list[int], batch: int | None) -> tuple[np.ndarray, bool]:
+        """Validated float32 array ``[B, *per_sample]`` and whether the input was unbatched."""
+        if hasattr(value, "detach"):  # torch tensor
+            value = value.detach().cpu().numpy()
+        arr = np.asarray(value)
+        if arr.dtype != np.float32:
+            raise ValueError(
+                f"Input '{name}' has dtype {arr.dtype}; the policy takes float32 (convert with .astype(np.float32))."
+            )
+        unbatched = list(arr.shape) == list(per_sample)
+        if unbatched:
+            arr = arr[None]
+        if arr.ndim != len(per_sample) + 1 or list(arr.shape[1:]) != list(per_sample):
+            raise ValueError(
+                f"Input '{name}' has shape {list(arr.shape)}; expected [batch, {', '.join(map(str, per_sample))}] "
+                f"or {per_sample}."
+            )
+        if batch is not None and arr.shape[0] != batch:
+            raise ValueError(f"Input '{name}' has batch {arr.shape[0]}, other inputs have {batch}.")
+        if not np.isfinite(arr).all():
+            bad = sorted({int(i) for i in np.argwhere(~np.isfinite(arr.reshape(arr.shape[0], -1)))[:, 0]})
+            raise ValueError(
+                f"Input '{name}' has non-finite values (NaN/inf) in batch rows {bad[:10]}; fix the source."
+            )
+        return np.ascontiguousarray(arr), unbatched
+
+    def _feeds(self, obs: Mapping[str, Any] | Any) -> tuple[dict[str, np.ndarray], int, bool]:
+        groups = self.meta.obs_groups
+        if not isinstance(obs, Mapping):
+            if len(groups) != 1:
+                raise ValueError(f"This policy reads the groups {list(groups)}; pass a {{group: array}} mapping.")
+            obs = {next(iter(groups)): obs}
+        missing = [g for g in groups if g not in obs]
+        if missing:
+            raise ValueError(f"Missing observation groups {missing}; this policy reads {list(groups)}.")
+        feeds: dict[str, np.ndarray] = {}
+        batch: int | None = None
+        unbatched = False
+        for g in self.meta.group_names:
+            feeds[g], unbatched = self._array(g, obs[g], groups[g], batch)
+            batch = feeds[g].shape[0]
+        assert batch is not None
+        return feeds, batch, unbatched
+
+    def _check(self, name: str, value: np.ndarray) -> None:
+        if self.check_outputs and not np.isfinite(value).all():
+            raise RuntimeError(f"The policy produced non-finite '{name}'; check the exported model and its inputs.")
+
+    # ------------------------------------------------------------------ inference
+    def __call__(self, obs: Mapping[str, Any] | Any, noise: Any | None = None) -> np.ndarray:
+        """Actions ``[B, A]`` (step, recurrent) or chunk ``[B, Ta, A]`` (chunk) for ``obs``.
+
+        Args:
+            obs: ``{group: float32 [B, D_g]}`` (or one array for single-group policies).
+            noise: chunk policies only: initial flow noise ``float32 [B, Ta, A]``; drawn from ``N(0, I)`` with the
+                policy's generator when omitted.
+
+        Raises:
+            ValueError: for missing groups, wrong shapes or dtypes, non-finite values, a batch size that differs
+                from the recurrent state's (call :meth:`reset`), or ``noise`` for a non-chunk policy.
+        """
+        feeds, batch, unbatched = self._feeds(obs)
+        meta = self.meta
+        if meta.kind == "chunk":
+            assert meta.noise_shape is not None
+            if noise is None:
+                noise = self.rng.standard_normal((batch, *meta.noise_shape)).astype(np.float32)
+            feeds["noise"], _ = self._array("noise", noise, meta.noise_shape, batch)
+        elif noise is not None:
+            raise ValueError(f"noise is an input of chunk policies only; this is a {meta.kind} policy.")
+        if meta.kind == "recurrent":
+            if self._state is None:
+                self._state = {
+                    n: np.zeros([batch if d == -1 else d for d in meta.state_shapes[n]], np.float32)
+                    for n in meta.state_names
+                }
+            first = next(iter(self._state.values()))
+            if first.shape[1] != batch:
+                raise ValueError(
+                    f"The recurrent state holds {first.shape[1]} sequences but {batch} observations came; call "
+                    "reset() before changing the batch size."
+                )
+            feeds.update(self._state)
+        outputs = self.session.run(meta.output_names, feeds)
+        result = outputs[0]
+        self._check(meta.output_names[0], result)
+        if meta.kind == "recurrent":
+            named = dict(zip(meta.output_names, outputs))
+            self._state = {n: named[f"{n}_out"] for n in meta.state_names}
+        return result[0] if unbatched else result
+
+    def reset(self, dones: Any | None = None) -> None:
+        """Zero the recurrent state of finished episodes (``dones [B]`` bool; all of them when None)."""
+        if self._state is None:
+            return
+        if dones is None:
+            self._state = None
+            return
+        keep = ~np.asarray(dones, dtype=bool).reshape(1, -1, 1)
+        self._state = {n: s * keep for n, s in self._state.items()}

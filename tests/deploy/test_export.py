@@ -1,0 +1,181 @@
+"""Every exported policy kind passes the ONNX checker and matches torch within 1e-5 on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rslkit.deploy.export import export_checkpoint, export_policy, main
+from rslkit.deploy.metadata import read_metadata
+from rslkit.deploy.onnx_policy import OnnxPolicy
+from rslkit.models.actor_critic import ActorCritic, PolicyCfg
+from rslkit.models.flow import FlowPolicy, FlowPolicyCfg
+
+ATOL = 1e-5
+
+
+def _obs(batch: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(batch, 3)).astype(np.float32) * 2
+
+
+def _td(x: np.ndarray) -> TensorDict:
+    return TensorDict({"policy": torch.from_numpy(x)}, batch_size=[x.shape[0]])
+
+
+def _checked(path) -> onnx.ModelProto:
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {},
+        {"distribution": "tanh_gaussian"},
+        {"distribution": "beta"},
+        {"state_dependent_std": True},
+        {"obs_normalization": False},
+    ],
+    ids=["gaussian", "tanh", "beta", "state_std", "no_norm"],
+)
+def test_ppo_mlp_matches_torch(tmp_path, build, policy):
+    runner = build.ppo(tmp_path / "model_0.pt", **policy)
+    meta = export_checkpoint(tmp_path / "model_0.pt", tmp_path / "p.onnx")
+    model = _checked(tmp_path / "p.onnx")
+    props = {p.key: p.value for p in model.metadata_props}
+    assert read_metadata(props) == meta
+    assert meta.kind == "step" and meta.obs_groups == {"policy": [3]} and meta.action_dim == 1
+    assert meta.task == "pendulum" and meta.control_rate_hz == pytest.approx(20.0)
+    onnx_policy = OnnxPolicy(tmp_path / "p.onnx")
+    obs = _obs(64)
+    with torch.no_grad():
+        expected = runner.policy.act_inference(_td(obs)).numpy()
+    np.testing.assert_allclose(onnx_policy(obs), expected, rtol=0, atol=ATOL)
+    assert np.abs(expected).max() > 1e-2  # the comparison is not between two near-zero outputs
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_recurrent_ppo_carries_state_like_torch(tmp_path, build, rnn):
+    runner = build.ppo(tmp_path / "model_0.pt", rnn_type=rnn, rnn_hidden_dim=8, rnn_num_layers=2)
+    meta = export_checkpoint(tmp_path / "model_0.pt", tmp_path / "p.onnx")
+    _checked(tmp_path / "p.onnx")
+    assert meta.kind == "recurrent" and meta.rnn_type == rnn
+    assert list(meta.state_shapes) == (["h", "c"] if rnn == "lstm" else ["h"])
+    onnx_policy = OnnxPolicy(tmp_path / "p.onnx")
+    policy = runner.policy
+    policy.reset()
+    actions = []
+    with torch.no_grad():
+        for step in range(6):
+            obs = _obs(5, seed=step)
+            expected = policy.act_inference(_td(obs)).numpy()
+            got = onnx_policy(obs)
+            np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL, err_msg=f"step {step}")
+            actions.append(got)
+            if step == 2:  # episode ends for envs 1 and 3
+                dones = torch.tensor([False, True, False, True, False])
+                policy.reset(dones)
+                onnx_policy.reset(dones.numpy())
+    assert not np.allclose(actions[0], actions[1])
+    h = onnx_policy.state["h"]
+    assert h.shape == (2, 5, 8)
+
+
+def test_sac_actor_matches_torch(tmp_path, build):
+    runner = build.sac(tmp_path / "model_0.pt")
+    meta = export_checkpoint(tmp_path / "model_0.pt", tmp_path / "p.onnx")
+    _checked(tmp_path / "p.onnx")
+    assert meta.algorithm == "sac" and meta.kind == "step"
+    obs = _obs(32)
+    with torch.no_grad():
+        expected = runner.policy.act_inference(_td(obs)).numpy()
+    np.testing.assert_allclose(OnnxPolicy(tmp_path / "p.onnx")(obs), expected, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_flow_checkpoint_chunks_match_torch(tmp_path, build, steps):
+    runner = build.flow(tmp_path / "model_0.pt")
+    meta = export_checkpoint(tmp_path / "model_0.pt", tmp_path / "p.onnx", num_flow_steps=steps)
+    _checked(tmp_path / "p.onnx")
+    assert (meta.kind, meta.chunk_length, meta.num_flow_steps, meta.noise_shape) == ("chunk", 4, steps, [4, 1])
+    obs = _obs(16)
+    noise = np.random.default_rng(1).normal(size=(16, 4, 1)).astype(np.float32)
+    with torch.no_grad():
+        expected = runner.policy.act_chunk(torch.from_numpy(obs), torch.from_numpy(noise), steps).numpy()
+    got = OnnxPolicy(tmp_path / "p.onnx")(obs, noise)
+    assert got.shape == (16, 4, 1)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("objective", ["rectified_flow", "shortcut"])
+def test_flow_policy_from_config_with_seeded_noise(tmp_path, build, objective):
+    cfg = FlowPolicyCfg(horizon=8, num_inference_steps=3, hidden_dim=32, num_blocks=2, objective=objective)
+    policy = FlowPolicy(5, 2, cfg)
+    policy.set_normalization(
+        {"observation.state": {"min": [-2.0] * 5, "max": [1.0, 2, 3, 4, 5]}, "action": {"min": [-1, -3], "max": [1, 0]}}
+    )
+    build.randomize(policy)
+    export_policy(policy, tmp_path / "f.onnx", "flow-bc")
+    _checked(tmp_path / "f.onnx")
+    obs = np.random.default_rng(2).normal(size=(3, 5)).astype(np.float32)
+    a, b = OnnxPolicy(tmp_path / "f.onnx", seed=7), OnnxPolicy(tmp_path / "f.onnx", seed=7)
+    chunk = a(obs)
+    np.testing.assert_array_equal(chunk, b(obs))  # same seed, same noise, same chunk
+    noise = np.random.default_rng(7).standard_normal((3, 8, 2)).astype(np.float32)
+    with torch.no_grad():
+        expected = policy.act_chunk(torch.from_numpy(obs), torch.from_numpy(noise)).numpy()
+    np.testing.assert_allclose(chunk, expected, rtol=0, atol=ATOL)
+
+
+def test_reinflow_checkpoint_unrolls_the_chain_steps(tmp_path, build):
+    runner = build.reinflow(tmp_path / "model_0.pt")
+    meta = export_checkpoint(tmp_path / "model_0.pt", tmp_path / "p.onnx")
+    assert meta.algorithm == "reinflow" and meta.num_flow_steps == runner.alg.chain.num_steps == 2
+    obs, noise = _obs(4), np.random.default_rng(3).normal(size=(4, 4, 1)).astype(np.float32)
+    with torch.no_grad():
+        expected = runner.policy.act_chunk(torch.from_numpy(obs), torch.from_numpy(noise), 2).numpy()
+    np.testing.assert_allclose(OnnxPolicy(tmp_path / "p.onnx")(obs, noise), expected, rtol=0, atol=ATOL)
+
+
+def test_categorical_and_multi_group_policy(tmp_path):
+    obs = TensorDict({"policy": torch.zeros(2, 3), "extra": torch.zeros(2, 2)}, batch_size=[2])
+    cfg = PolicyCfg(
+        actor_hidden_dims=(8,),
+        critic_hidden_dims=(8,),
+        distribution="categorical",
+        actor_obs_groups=("policy", "extra"),
+    )
+    policy = ActorCritic(obs, 1, cfg, num_choices=3)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.copy_(torch.randn_like(p))
+    meta = export_policy(policy, tmp_path / "c.onnx", "ppo", obs_dims={"policy": 3, "extra": 2})
+    assert meta.input_names == ["policy", "extra"] and meta.action_dim == 1
+    x = {"policy": _obs(16), "extra": _obs(16, seed=1)[:, :2]}
+    td = TensorDict({k: torch.from_numpy(v) for k, v in x.items()}, batch_size=[16])
+    with torch.no_grad():
+        expected = policy.act_inference(td).numpy()
+    got = OnnxPolicy(tmp_path / "c.onnx")(x)
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(got)) > 1
+
+
+def test_cli_writes_model(tmp_path, build, capsys):
+    build.ppo(tmp_path / "model_0.pt")
+    meta = main(["--checkpoint", str(tmp_path / "model_0.pt"), "--out", str(tmp_path / "out" / "policy.onnx")])
+    assert (tmp_path / "out" / "policy.onnx").is_file() and meta.algorithm == "ppo"
+    assert "Exported ppo step policy" in capsys.readouterr().out
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        export_checkpoint(tmp_path / "nope.pt", tmp_path / "p.onnx")
+
+
+def test_unsupported_module_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="Cannot export a Linear"):
+        export_policy(torch.nn.Linear(3, 1), tmp_path / "p.onnx", "ppo")
