@@ -23,7 +23,8 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
 
 lint: $(VENV)/.installed
-	$(PY) -m ruff check rslkit tests train.py play.py benchmarks
+	$(PY) -m ruff check rslkit tests train.py play.py benchmarks examples
+	$(PY) -m ruff format --check rslkit tests train.py play.py benchmarks examples
 	$(PY) -m mypy
 
 bench: $(VENV)/.installed

@@ -161,9 +161,11 @@ class RingStorage:
 
     def _rows(self, keys: tuple[str, ...], flat: torch.Tensor) -> TensorDict:
         """Fields ``keys`` at flat ``[T * N]`` indices ``[B]``, as a batch ``[B]``."""
-        return self.data.select(*keys).apply(
+        rows = self.data.select(*keys).apply(
             lambda t: t.reshape(-1, *t.shape[2:]).index_select(0, flat), batch_size=[flat.numel()]
         )
+        assert rows is not None  # apply() returns None only when called in place
+        return rows
 
     def state_dict(self) -> dict:
         """Filled contents (as a plain dict of tensors) and the write position."""
