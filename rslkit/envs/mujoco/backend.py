@@ -1,0 +1,187 @@
+"""Batched C MuJoCo: ``num_envs`` copies of one ``MjModel`` stepped by ``mujoco.batch.Batch`` on a thread pool.
+
+The state of every env lives in one float64 array of ``mjSTATE_INTEGRATION`` rows (``qpos``, ``qvel``, ``act``,
+``ctrl``, warm start, ...) owned by MuJoCo; torch tensors here are zero-copy views of it, so controls go in and
+state comes out as whole arrays with no per-env Python loop. Stepping is bit-identical to a loop of ``mj_step``
+over one ``MjData`` per env (``tests/envs/test_mujoco_backend.py`` checks this).
+
+``mujoco.batch.Batch`` (new in mujoco 4.0) is used rather than ``mujoco.rollout``: both run a persistent thread
+pool, but Batch keeps the state rows (warm start included) between calls and computes position/velocity-dependent
+fields (``xpos``, ``site_xpos``, ``sensordata``) at the *new* state (``stage=mjSTAGE_VEL``), where rollout's
+sensors lag one substep behind and its state rows drop the warm start.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+import torch
+from mujoco import batch as mj_batch
+
+_STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
+_STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
+
+
+@dataclass
+class MujocoBackendCfg:
+    """Settings of the C MuJoCo backend."""
+
+    sim_threads: int = 0
+    """Threads of the stepping pool (0: all CPU cores)."""
+    decimation: int = 10
+    """Physics substeps (``mj_step`` calls) per control step."""
+
+
+class MujocoBackend:
+    """``num_envs`` simulations of ``model``, stepped together.
+
+    Tensors (float64, CPU; the task casts and moves them):
+
+    - :attr:`qpos` ``[N, nq]``, :attr:`qvel` ``[N, nv]``, :attr:`ctrl` ``[N, nu]``, :attr:`state` ``[N, nstate]``:
+      live views of MuJoCo's state rows; writes become the simulations' state (call :meth:`forward` after writing
+      positions so that derived fields follow).
+    - :meth:`xpos` ``[N, nbody, 3]``, :meth:`site_xpos` ``[N, nsite, 3]``, :meth:`sensordata` ``[N, nsensordata]``:
+      copies of derived fields, current at the state after the last :meth:`step` / :meth:`forward`.
+    """
+
+    def __init__(self, model: mujoco.MjModel, num_envs: int, cfg: MujocoBackendCfg | None = None) -> None:
+        cfg = cfg or MujocoBackendCfg()
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
+        if cfg.decimation < 1:
+            raise ValueError(f"decimation must be >= 1 physics substep per control step, got {cfg.decimation}.")
+        if cfg.sim_threads < 0:
+            raise ValueError(f"sim_threads must be >= 0 (0: all cores), got {cfg.sim_threads}.")
+        self.cfg = cfg
+        self.model = model
+        self.num_envs = num_envs
+        self.nthread = cfg.sim_threads or (os.cpu_count() or 1)
+        self.batch = mj_batch.Batch(model, num_envs, nthread=self.nthread)
+        # Bind derived outputs before the first call (a field bound later reads zero until the next call).
+        self._xpos = self.batch.bind("xpos")
+        self._site_xpos = self.batch.bind("site_xpos")
+        self._sensordata = self.batch.bind("sensordata")
+        self.state = torch.from_numpy(self.batch.state)
+        self.qpos = torch.from_numpy(self.batch.bind("qpos"))
+        self.qvel = torch.from_numpy(self.batch.bind("qvel"))
+        self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
+        self.reset()
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
+
+    # ----------------------------------------------------------------- stepping
+    def step(self, ctrl: torch.Tensor) -> None:
+        """Set controls ``[N, nu]`` and advance every env by ``decimation`` substeps.
+
+        Raises:
+            ValueError: for a wrong shape, or non-finite controls (naming the env indices); no env is stepped then.
+        """
+        self._check_ctrl(ctrl)
+        self.ctrl.copy_(ctrl)
+        self._run(lambda: self.batch.step(nstep=self.cfg.decimation, stage=_STAGE_VEL))
+
+    def forward(self, env_ids: torch.Tensor | None = None) -> None:
+        """Recompute derived fields (``xpos``, sensors) of ``env_ids`` (all if None) after writing their state."""
+        ids = None if env_ids is None else env_ids.cpu().numpy().astype(np.int32)
+        self._run(lambda: self.batch.forward(ids, stage=_STAGE_VEL))
+
+    def reset(self, env_ids: torch.Tensor | None = None, forward: bool = True) -> None:
+        """Reset ``env_ids`` (all if None) to the model defaults (``qpos0``, zero velocity, controls, warm start).
+
+        With ``forward=False`` derived fields are left stale, for a caller that writes the state and then calls
+        :meth:`forward`.
+        """
+        ids = None if env_ids is None else env_ids.cpu().numpy().astype(np.int32)
+        stage = _STAGE_VEL if forward else _STAGE_NONE
+        self._run(lambda: self.batch.reset(ids, stage=stage))
+
+    def set_joint_state(
+        self,
+        env_ids: torch.Tensor,
+        qpos: torch.Tensor,
+        qvel: torch.Tensor | None = None,
+        ctrl: torch.Tensor | None = None,
+    ) -> None:
+        """Reset ``env_ids`` ``[K]`` to ``qpos [K, nq]`` (and ``qvel [K, nv]``, ``ctrl [K, nu]``; zero if None)."""
+        self.reset(env_ids, forward=False)
+        self.qpos[env_ids] = qpos.to(self.qpos)
+        if qvel is not None:
+            self.qvel[env_ids] = qvel.to(self.qvel)
+        if ctrl is not None:
+            self.ctrl[env_ids] = ctrl.to(self.ctrl)
+        self.forward(env_ids)
+
+    # ----------------------------------------------------------------- derived fields
+    def xpos(self) -> torch.Tensor:
+        """Body positions in the world frame ``[N, nbody, 3]`` (a copy)."""
+        return torch.from_numpy(self._xpos.copy())
+
+    def site_xpos(self) -> torch.Tensor:
+        """Site positions in the world frame ``[N, nsite, 3]`` (a copy)."""
+        return torch.from_numpy(self._site_xpos.copy())
+
+    def sensordata(self) -> torch.Tensor:
+        """All sensor values ``[N, nsensordata]`` (a copy); slice one with :meth:`sensor_slice`."""
+        return torch.from_numpy(self._sensordata.copy())
+
+    def sensor_slice(self, name: str) -> slice:
+        """Columns of sensor ``name`` in :meth:`sensordata`."""
+        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
+        if sid < 0:
+            raise ValueError(f"Model has no sensor '{name}'; add one with mujoco.MjSpec.add_sensor before compiling.")
+        adr = int(self.model.sensor_adr[sid])
+        return slice(adr, adr + int(self.model.sensor_dim[sid]))
+
+    # ----------------------------------------------------------------- state for checkpoints
+    def get_state(self) -> torch.Tensor:
+        """Copy of the full integration state ``[N, nstate]`` (``mjSTATE_INTEGRATION`` rows, warm start included)."""
+        return self.state.clone()
+
+    def set_state(self, state: torch.Tensor) -> None:
+        """Restore rows saved by :meth:`get_state` and recompute derived fields."""
+        if tuple(state.shape) != tuple(self.state.shape):
+            raise ValueError(
+                f"Saved MuJoCo state has shape {list(state.shape)}, this backend {list(self.state.shape)}; resume "
+                "with the same model and num_envs."
+            )
+        self.state.copy_(state)
+        self.forward()
+
+    def close(self) -> None:
+        """Release the thread pool and buffers."""
+        self.batch = None  # type: ignore[assignment]
+
+    # ----------------------------------------------------------------- helpers
+    def _check_ctrl(self, ctrl: torch.Tensor) -> None:
+        expected = (self.num_envs, self.nu)
+        if tuple(ctrl.shape) != expected:
+            raise ValueError(f"MujocoBackend.step expects controls of shape {list(expected)}, got {list(ctrl.shape)}.")
+        finite = torch.isfinite(ctrl).all(dim=-1)
+        if not bool(finite.all()):
+            bad = (~finite).nonzero().squeeze(-1).tolist()
+            raise ValueError(
+                f"Non-finite controls for env indices {bad[:20]}{' ...' if len(bad) > 20 else ''}; no env was "
+                "stepped. Check the policy or task for NaN/inf before calling step."
+            )
+
+    def _run(self, call) -> None:
+        try:
+            call()
+        except mj_batch.SimulationError as err:
+            raise RuntimeError(
+                f"MuJoCo failed in env indices {err.ids[:20].tolist()} (their state is unchanged): {err}"
+            ) from err

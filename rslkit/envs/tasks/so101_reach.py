@@ -1,0 +1,235 @@
+"""SO-101 arm reaching random end-effector targets, simulated by the batched C MuJoCo backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from rslkit.envs.torch_task import TaskCfg, TorchTask
+
+# The five arm joints the policy drives (the gripper is held still); kept here so that importing this module
+# (which registers the task) needs no MuJoCo.
+ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+
+
+def _import_mujoco():
+    """MuJoCo and the backend, imported when a task is built (registration must work without MuJoCo)."""
+    try:
+        import mujoco
+
+        from rslkit.envs.mujoco.backend import MujocoBackend, MujocoBackendCfg
+        from rslkit.envs.mujoco.models import SO101_EE_SITE, load_so101
+    except ImportError as err:
+        raise ImportError(
+            f"so101-reach needs MuJoCo >= 4.0 ({err}); install it with `pip install -e '.[mujoco]'`."
+        ) from err
+    return mujoco, MujocoBackend, MujocoBackendCfg, SO101_EE_SITE, load_so101
+
+
+@dataclass
+class SO101ReachCfg(TaskCfg):
+    """Control, target sampling and reward weights of ``so101-reach``."""
+
+    episode_length: int = 60
+    """Control steps per episode (1.2 s at the default 50 Hz; the servos settle in well under a second, and short
+    episodes give PPO more resets per sample: 100-step episodes learned ~2x slower per wall-clock second)."""
+    sim_threads: int = 0
+    """Threads stepping the simulations (0: all CPU cores)."""
+    decimation: int = 10
+    """Physics substeps of 2 ms per control step (10: 50 Hz control)."""
+    action_mode: str = "absolute"
+    """``absolute``: action in [-1, 1] maps linearly onto each joint's control range (0 = mid-range, the home pose).
+    ``delta``: the position target moves by ``action * delta_scale * half_range`` per step, clipped to the range."""
+    delta_scale: float = 0.05
+    target_range: float = 0.7
+    """Targets are the end-effector positions of joint configurations drawn uniformly from this fraction of each
+    arm joint's range around mid-range (so every target is reachable)."""
+    min_target_height: float = 0.05
+    """Targets lower than this (metres above the base) are redrawn."""
+    init_noise: float = 0.1
+    """Initial joint positions: mid-range +- this fraction of the half-range."""
+    success_radius: float = 0.02
+    """Success: the end effector is this close (metres) to the target when the episode ends."""
+    distance_weight: float = 1.0
+    """``-w * distance`` (metres)."""
+    proximity_weight: float = 1.0
+    """``+w * (1 - tanh(distance / proximity_scale))``: a sharper pull near the target."""
+    proximity_scale: float = 0.05
+    reach_weight: float = 1.0
+    """``+w`` per step within ``success_radius``."""
+    action_rate_weight: float = 0.01
+    """``-w * |a_t - a_{t-1}|^2``."""
+
+
+class SO101ReachTask(TorchTask):
+    """Move the SO-101 gripper frame to a random target resampled every episode.
+
+    Actions ``[N, 5]`` in ``[-1, 1]`` (clipped) set position targets of the five arm joints (shoulder pan, shoulder
+    lift, elbow flex, wrist flex, wrist roll; see :class:`SO101ReachCfg.action_mode`); the gripper is held at
+    mid-range. The arm's position actuators (kp 17.8, force limit 3.35 N m) track the targets.
+
+    Observation group ``policy`` ``[N, 24]``: arm joint positions normalized to ``[-1, 1]`` by their ranges (5),
+    joint velocities / 10 (5), end-effector position (3), target (3), target - end effector (3), last action (5).
+
+    Reward terms (logged per term as ``Episode_Reward/<name>``): ``distance``, ``proximity``, ``reach``,
+    ``action_rate``. ``extras["success"]``: within ``success_radius`` of the target (read where ``dones``).
+    No terminations; episodes end by time-out.
+    """
+
+    cfg: SO101ReachCfg
+
+    def __init__(self, cfg: SO101ReachCfg, device: str | torch.device = "cpu") -> None:
+        if cfg.action_mode not in ("absolute", "delta"):
+            raise ValueError(f"action_mode must be 'absolute' or 'delta', got '{cfg.action_mode}'.")
+        mujoco, MujocoBackend, MujocoBackendCfg, ee_site_name, load_so101 = _import_mujoco()
+        super().__init__(cfg, num_actions=len(ARM_JOINTS), device=device)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.num_actions,), np.float32)
+        model = load_so101()
+        backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
+        self.backend = MujocoBackend(model, self.num_envs, backend_cfg)
+        # A second batch, never stepped, turns sampled joint targets into reachable end-effector targets.
+        self._probe = MujocoBackend(model, self.num_envs, MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=1))
+        self._ee_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, ee_site_name)
+        act_ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, j) for j in ARM_JOINTS]
+        self._arm_act = torch.tensor(act_ids)
+        self._arm_qpos = torch.tensor([int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in act_ids])
+        self._arm_dof = torch.tensor([int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in act_ids])
+        ctrl_range = torch.as_tensor(model.actuator_ctrlrange, dtype=torch.float64)
+        self._ctrl_low, self._ctrl_high = ctrl_range[:, 0], ctrl_range[:, 1]
+        self._ctrl_mid = 0.5 * (self._ctrl_low + self._ctrl_high)
+        self._ctrl_half = 0.5 * (self._ctrl_high - self._ctrl_low)
+        self._ctrl = self._ctrl_mid.repeat(self.num_envs, 1)
+        self.target = torch.zeros(self.num_envs, 3, device=self.device)
+        self.ee_pos = torch.zeros(self.num_envs, 3, device=self.device)
+        self.last_action = torch.zeros(self.num_envs, self.num_actions, device=self.device)
+        self._prev_action = self.last_action.clone()
+        self._reset_all()
+
+    # ----------------------------------------------------------------- state
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"physics": self.backend.state, "target": self.target, "last_action": self.last_action}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state saved by :meth:`state_dict`, MuJoCo's integration state included (exact resume)."""
+        super().load_state_dict(state)
+        self.backend.forward()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.ee_pos = self.backend.site_xpos()[:, self._ee_site].to(self.device, torch.float32)
+        self._ctrl = self.backend.ctrl.clone()
+
+    # ----------------------------------------------------------------- resets
+    def _sample_joints(self, n: int, fraction: float) -> torch.Tensor:
+        """Joint positions ``[n, nq]`` around mid-range: arm joints within ``fraction`` of their half-range."""
+        q = self._ctrl_mid.repeat(n, 1)
+        u = self.rand(n, self.num_actions, low=-fraction, high=fraction).cpu().double()
+        q[:, self._arm_act] += u * self._ctrl_half[self._arm_act]
+        return q
+
+    def _sample_targets(self, env_ids: torch.Tensor) -> torch.Tensor:
+        """Reachable end-effector targets ``[K, 3]``, redrawn (up to 10 times) while below the minimum height."""
+        ids = env_ids.cpu()
+        targets = torch.zeros(ids.numel(), 3, dtype=torch.float64)
+        todo = torch.arange(ids.numel())
+        for _ in range(10):
+            sub = ids[todo]
+            self._probe.set_joint_state(sub, self._sample_joints(todo.numel(), self.cfg.target_range))
+            targets[todo] = self._probe.site_xpos()[sub, self._ee_site]
+            todo = todo[targets[todo, 2] < self.cfg.min_target_height]
+            if todo.numel() == 0:
+                break
+        return targets
+
+    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+        self.target[env_ids] = self._sample_targets(env_ids).to(self.device, torch.float32)
+        ids = env_ids.cpu()
+        q = self._sample_joints(ids.numel(), self.cfg.init_noise)
+        self.backend.set_joint_state(ids, q, ctrl=q)
+        self.last_action[env_ids] = 0.0
+        self._refresh()
+
+    # ----------------------------------------------------------------- stepping
+    def _pre_step(self) -> None:
+        self._prev_action.copy_(self.last_action)
+
+    def _apply_actions(self, actions: torch.Tensor) -> None:
+        a = actions.clamp(-1.0, 1.0)
+        a64 = a.detach().cpu().double()
+        arm = self._arm_act
+        ctrl = self._ctrl.clone()
+        if self.cfg.action_mode == "absolute":
+            ctrl[:, arm] = self._ctrl_mid[arm] + a64 * self._ctrl_half[arm]
+        else:
+            ctrl[:, arm] += a64 * self.cfg.delta_scale * self._ctrl_half[arm]
+        ctrl = torch.minimum(torch.maximum(ctrl, self._ctrl_low), self._ctrl_high)
+        self.backend.step(ctrl)
+        self.last_action = a.detach().clone()
+        self._refresh()
+
+    def distance(self) -> torch.Tensor:
+        """End-effector distance to the target ``[N]`` (metres)."""
+        return torch.linalg.vector_norm(self.target - self.ee_pos, dim=-1)
+
+    def _observations(self) -> TensorDict:
+        q = self.backend.qpos[:, self._arm_qpos]
+        arm = self._arm_act
+        q_norm = ((q - self._ctrl_mid[arm]) / self._ctrl_half[arm]).to(self.device, torch.float32)
+        qd = (0.1 * self.backend.qvel[:, self._arm_dof]).to(self.device, torch.float32)
+        obs = torch.cat((q_norm, qd, self.ee_pos, self.target, self.target - self.ee_pos, self.last_action), -1)
+        return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)
+
+    def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        c = self.cfg
+        dist = self.distance()
+        return {
+            "distance": -c.distance_weight * dist,
+            "proximity": c.proximity_weight * (1.0 - torch.tanh(dist / c.proximity_scale)),
+            "reach": c.reach_weight * (dist < c.success_radius).float(),
+            "action_rate": -c.action_rate_weight * (self.last_action - self._prev_action).square().sum(-1),
+        }
+
+    def _success(self) -> torch.Tensor:
+        return self.distance() < self.cfg.success_radius
+
+    def _terminated(self) -> torch.Tensor:
+        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+
+def so101_reach_ppo_cfg():
+    """PPO settings for ``so101-reach``: with 512 envs on 2 busy CPU cores (one torch thread, 2 sim threads) the
+    success rate went 0.01 -> 0.39 -> 0.74 -> 0.88 at iterations 10 / 40 / 60 / 80 (11 / 46 / 72 / 96 s; ~10k env
+    steps/s including PPO updates). Runs are bit-reproducible for a given seed and thread count."""
+    from rslkit.algorithms.ppo import PPOCfg
+    from rslkit.models.actor_critic import PolicyCfg
+    from rslkit.runners.config import PPORunnerCfg
+
+    return PPORunnerCfg(
+        algorithm=PPOCfg(gamma=0.97, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, num_mini_batches=4),
+        policy=PolicyCfg(actor_hidden_dims=(128, 128), critic_hidden_dims=(128, 128), init_std=0.5),
+        num_steps_per_env=24,
+        max_iterations=80,
+        save_interval=50,
+        init_at_random_ep_len=True,
+    )
+
+
+def _make(cfg: SO101ReachCfg, device: str) -> SO101ReachTask:
+    return SO101ReachTask(cfg, device)
+
+
+from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
+
+register_task(
+    TaskSpec(
+        name="so101-reach",
+        env_cfg=lambda: SO101ReachCfg(num_envs=512),
+        make_env=_make,
+        agent_cfgs={"ppo": so101_reach_ppo_cfg},
+        description="SO-101 arm reaching random end-effector targets (C MuJoCo, batched on CPU threads)",
+    )
+)
