@@ -17,7 +17,7 @@ from rslkit.models.actor_critic import ActorCritic
 from rslkit.runners.checks import check_finite
 from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.logger import RunLogger, format_summary
@@ -198,19 +198,12 @@ class OnPolicyRunner:
         Raises:
             ValueError: if the checkpoint was made by another algorithm or an incompatible network.
         """
-        data = load_checkpoint(path, self.device)
-        if data.get("algorithm") != "ppo":
-            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by PPO.")
-        try:
+        data = load_runner_checkpoint(path, "ppo", self.device)
+        with checkpoint_must_fit(path):
             if weights_only:
                 self.policy.load_state_dict(data["alg"]["policy"])
                 return data
             self.alg.load_state_dict(data["alg"])
-        except RuntimeError as err:
-            raise ValueError(
-                f"Checkpoint '{path}' does not fit this policy (different task, observation sizes or network); "
-                f"train a new run or pass the matching --task. Details: {str(err).splitlines()[0]}"
-            ) from None
         self.iteration = data["iteration"]
         self.total_env_steps = data.get("total_env_steps", 0)
         if self.dist.world_size == 1:

@@ -19,7 +19,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.logger import RunLogger, format_summary
@@ -269,21 +269,13 @@ class PretrainRunner:
         Raises:
             ValueError: for a checkpoint of another algorithm or an incompatible network.
         """
-        data = load_checkpoint(path, self.device)
-        if data.get("algorithm") != self.algorithm_name:
-            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by flow-bc.")
-        try:
+        data = load_runner_checkpoint(path, self.algorithm_name, self.device)
+        with checkpoint_must_fit(path):
             if weights_only:
                 self.alg.policy.load_state_dict(data["alg"]["policy"])
                 self.alg.ema.load_state_dict(data["alg"]["ema"])
                 return data
             self.alg.load_state_dict(data["alg"])
-        except RuntimeError as err:
-            detail = " ".join(str(err).split()[:40])
-            raise ValueError(
-                f"Checkpoint '{path}' does not fit this policy (different task, sizes or agent.policy settings); "
-                f"pass the matching --task. Details: {detail}"
-            ) from None
         self.iteration = data["iteration"]
         set_rng_state(data["rng"])
         self.stats.load_state_dict(data["episode_stats"])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +65,37 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     if not files:
         raise FileNotFoundError(f"No model_<iter>.pt checkpoint in '{run_dir}'.")
     return files[-1]
+
+
+def load_runner_checkpoint(
+    path: str | Path, algorithm: str, map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
+    """:func:`load_checkpoint`, checking that ``algorithm`` wrote it.
+
+    Raises:
+        ValueError: for a checkpoint written by another algorithm (names the ``--algo`` to use).
+    """
+    data = load_checkpoint(path, map_location)
+    if data.get("algorithm") != algorithm:
+        raise ValueError(
+            f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by {algorithm}; "
+            f"use --algo {data.get('algorithm')} with it."
+        )
+    return data
+
+
+@contextmanager
+def checkpoint_must_fit(path: str | Path) -> Iterator[None]:
+    """Turn ``load_state_dict`` shape/key errors into a ValueError that says what to do.
+
+    Raises:
+        ValueError: when the checkpoint's networks do not match the ones built for this env and config.
+    """
+    try:
+        yield
+    except RuntimeError as err:
+        detail = " ".join(str(err).split()[:40])
+        raise ValueError(
+            f"Checkpoint '{path}' does not fit this policy (different task, observation sizes or network); "
+            f"train a new run or pass the matching --task and agent settings. Details: {detail}"
+        ) from None
