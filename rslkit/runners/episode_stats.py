@@ -17,6 +17,12 @@ class EpisodeStats:
         self.finished_lengths: deque[float] = deque(maxlen=window)
         self.finished_success: deque[float] = deque(maxlen=window)
         self.num_finished = 0
+        self.partial = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        """Envs whose current episode did not start at a reset (e.g. randomized initial episode lengths)."""
+
+    def mark_partial(self) -> None:
+        """Leave every env's current episode out of the statistics (its start was not a reset)."""
+        self.partial.fill_(True)
 
     def update(self, rewards: torch.Tensor, dones: torch.Tensor, success: torch.Tensor | None) -> None:
         """Add one step of ``rewards [N]``; close the episodes where ``dones [N]`` is set."""
@@ -25,11 +31,13 @@ class EpisodeStats:
         ids = dones.nonzero().squeeze(-1)
         if ids.numel() == 0:
             return
-        self.finished_returns.extend(self.returns[ids].tolist())
-        self.finished_lengths.extend(self.lengths[ids].tolist())
+        complete = ids[~self.partial[ids]]
+        self.finished_returns.extend(self.returns[complete].tolist())
+        self.finished_lengths.extend(self.lengths[complete].tolist())
         if success is not None:
-            self.finished_success.extend(success[ids].float().tolist())
-        self.num_finished += ids.numel()
+            self.finished_success.extend(success[complete].float().tolist())
+        self.num_finished += complete.numel()
+        self.partial[ids] = False
         self.returns[ids] = 0.0
         self.lengths[ids] = 0.0
 
@@ -50,6 +58,7 @@ class EpisodeStats:
             "lengths": self.lengths.clone(),
             "finished": (list(self.finished_returns), list(self.finished_lengths), list(self.finished_success)),
             "num_finished": self.num_finished,
+            "partial": self.partial.clone(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -62,3 +71,4 @@ class EpisodeStats:
             buf.clear()
             buf.extend(values)
         self.num_finished = state["num_finished"]
+        self.partial.copy_(state["partial"])

@@ -146,6 +146,7 @@ class OffPolicyRunner:
             self.env.episode_length_buf = torch.randint_like(
                 self.env.episode_length_buf, high=int(self.env.max_episode_length)
             )
+            self.stats.mark_partial()  # the first, shortened episodes are not real returns
         logger = RunLogger(
             self.log_dir,
             total_iterations=end,

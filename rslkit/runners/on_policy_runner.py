@@ -105,6 +105,7 @@ class OnPolicyRunner:
             self.env.episode_length_buf = torch.randint_like(
                 self.env.episode_length_buf, high=int(self.env.max_episode_length)
             )
+            self.stats.mark_partial()  # the first, shortened episodes are not real returns
         logger = RunLogger(
             self.log_dir if self.dist.is_main else None,
             total_iterations=end,

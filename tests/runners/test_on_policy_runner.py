@@ -138,3 +138,15 @@ def test_categorical_policy_needs_discrete_env():
 def test_missing_observation_group_is_named():
     with pytest.raises(ValueError, match="'proprio' for the actor is not provided"):
         OnPolicyRunner(make_env("pendulum", num_envs=4), _cfg(actor_obs_groups=("proprio",)), None)
+
+
+def test_shortened_first_episodes_are_not_counted():
+    from rslkit.runners.episode_stats import EpisodeStats
+
+    stats = EpisodeStats(3, torch.device("cpu"))
+    stats.mark_partial()
+    stats.update(torch.ones(3), torch.tensor([True, False, False]), None)  # env 0 ends its shortened episode
+    assert stats.summary() == {}
+    for _ in range(2):
+        stats.update(torch.ones(3), torch.tensor([True, False, False]), None)
+    assert stats.summary()["Train/mean_return"] == 1.0 and stats.num_finished == 2  # complete episodes only
