@@ -15,13 +15,13 @@ from rslkit.algorithms.sac import SAC, SACModel
 from rslkit.envs.vec_env import VecEnv
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.storage.replay_buffer import ReplayBuffer
 from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.logger import RunLogger, format_summary
-from rslkit.utils.seeding import rng_state, set_rng_state
 
 
 def check_continuous(env: VecEnv) -> None:
@@ -255,7 +255,6 @@ class OffPolicyRunner:
     def save(self, path: str | Path) -> None:
         """Write an atomic checkpoint: networks, optimizers, temperature, normalizers, config, next iteration, RNG,
         env state, and the replay buffer when ``cfg.replay.save_in_checkpoint``."""
-        env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
         replay = None
         if self.cfg.replay.save_in_checkpoint and self.buffer is not None:
             replay = self.buffer.state_dict()
@@ -268,9 +267,7 @@ class OffPolicyRunner:
                 "env_steps": self.env_steps,
                 "alg": self.alg.state_dict(),
                 "agent_cfg": to_dict(self.cfg),
-                "rng": rng_state(),
-                "env_state": env_state,
-                "episode_stats": self.stats.state_dict(),
+                **capture_run_state(self.env, self.stats),
                 "replay": replay,
                 **self.run_info,
             },
@@ -293,10 +290,7 @@ class OffPolicyRunner:
             self.alg.load_state_dict(data["alg"])
         self.iteration = data["iteration"]
         self.env_steps = data.get("env_steps", 0)
-        set_rng_state(data["rng"])
-        if data.get("env_state") is not None and hasattr(self.env, "load_state_dict"):
-            self.env.load_state_dict(data["env_state"])
-        self.stats.load_state_dict(data["episode_stats"])
+        restore_run_state(data, self.env, self.stats)
         if data.get("replay") is not None:
             self._ensure_buffer().load_state_dict(data["replay"])
         return data

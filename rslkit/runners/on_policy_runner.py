@@ -17,11 +17,11 @@ from rslkit.models.actor_critic import ActorCritic
 from rslkit.runners.checks import check_finite
 from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.logger import RunLogger, format_summary
-from rslkit.utils.seeding import rng_state, set_rng_state
 
 
 def _discrete_choices(env: VecEnv, distribution: str) -> int | None:
@@ -176,7 +176,6 @@ class OnPolicyRunner:
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | Path) -> None:
         """Write an atomic checkpoint: models, optimizer, normalizers, config, next iteration, RNG and env state."""
-        env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
         save_checkpoint(
             path,
             {
@@ -185,9 +184,7 @@ class OnPolicyRunner:
                 "total_env_steps": self.total_env_steps,
                 "alg": self.alg.state_dict(),
                 "agent_cfg": to_dict(self.cfg),
-                "rng": rng_state(),
-                "env_state": env_state,
-                "episode_stats": self.stats.state_dict(),
+                **capture_run_state(self.env, self.stats),
                 "hidden": self.policy.hidden_states(),
                 **self.run_info,
             },
@@ -208,10 +205,7 @@ class OnPolicyRunner:
         self.iteration = data["iteration"]
         self.total_env_steps = data.get("total_env_steps", 0)
         if self.dist.world_size == 1:
-            set_rng_state(data["rng"])
-            if data.get("env_state") is not None and hasattr(self.env, "load_state_dict"):
-                self.env.load_state_dict(data["env_state"])
-            self.stats.load_state_dict(data["episode_stats"])
+            restore_run_state(data, self.env, self.stats)
             actor_h, critic_h = data.get("hidden", (None, None))
             self.policy.actor_hidden, self.policy.critic_hidden = actor_h, critic_h
         return data

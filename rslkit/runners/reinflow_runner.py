@@ -19,11 +19,11 @@ from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
+from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.logger import RunLogger, format_summary
-from rslkit.utils.seeding import rng_state, set_rng_state
 
 
 @dataclass
@@ -237,7 +237,6 @@ class ReinFlowRunner:
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | Path) -> None:
         """Atomic, self-contained checkpoint (actor, critic, pretrained reference, optimizers, config, RNG, env)."""
-        env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
         agent_cfg = to_dict(self.cfg)
         agent_cfg["pretrained"] = ""
         save_checkpoint(
@@ -249,9 +248,7 @@ class ReinFlowRunner:
                 "alg": self.alg.state_dict(),
                 "agent_cfg": agent_cfg,
                 "pretrained_from": self.cfg.pretrained,
-                "rng": rng_state(),
-                "env_state": env_state,
-                "episode_stats": self.stats.state_dict(),
+                **capture_run_state(self.env, self.stats),
                 **self.run_info,
             },
         )
@@ -284,8 +281,5 @@ class ReinFlowRunner:
             return data
         self.iteration = data["iteration"]
         self.total_env_steps = data.get("total_env_steps", 0)
-        set_rng_state(data["rng"])
-        if data.get("env_state") is not None and hasattr(self.env, "load_state_dict"):
-            self.env.load_state_dict(data["env_state"])
-        self.stats.load_state_dict(data["episode_stats"])
+        restore_run_state(data, self.env, self.stats)
         return data
