@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,6 +41,11 @@ class PPOCfg:
     micro_batch_size: int | None = None
     """Gradients of a mini-batch are accumulated over micro-batches of this many samples: the same update, but
     activations stay in cache. None: 4096 on CPU, whole mini-batches on GPU; 0: off. Feed-forward policies only."""
+    parallel_update: bool | None = None
+    """Backpropagate the actor's and the critic's losses on two CPU threads at once, one intra-op thread each. The
+    networks share no trainable parameter, so the gradients are exactly those of the joint loss; two independent
+    streams of work use two cores better than splitting every small op across them (and do not stall when other
+    jobs hold a core). None: on when the policy is on the CPU and torch may use >= 2 threads."""
 
 
 def _detach_hidden(hidden: Hidden | None) -> Hidden | None:
@@ -71,6 +77,7 @@ class PPO:
         self._pending: tuple | None = None
         self.distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if self.distributed else 1
+        self._actor_thread: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ rollout
     def begin_rollout(self) -> None:
@@ -127,22 +134,30 @@ class PPO:
         sums: dict[str, torch.Tensor] = {}
         first_ratio = None
         n = 0
-        for batch in batches:
-            stats = self._update_mini_batch(batch)
-            if first_ratio is None:
-                first_ratio = stats["ratio_mean"]
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value
-            n += 1
+        threads = torch.get_num_threads()
+        parallel = self._use_parallel_update(threads)
+        if parallel:
+            torch.set_num_threads(1)  # per calling thread: the actor's worker sets its own in _start_actor_thread
+        try:
+            for batch in batches:
+                stats = self._update_mini_batch(batch, parallel)
+                if first_ratio is None:
+                    first_ratio = stats["ratio_mean"]
+                for key, value in stats.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                n += 1
+        finally:
+            if parallel:
+                torch.set_num_threads(threads)
         self.policy.update_normalization(self.storage.obs)
         self.storage.clear()
         out = {k: float(v) / n for k, v in sums.items()}
         out["first_ratio"] = float(first_ratio) if first_ratio is not None else 1.0
         return out
 
-    def _update_mini_batch(self, batch: MiniBatch) -> dict[str, torch.Tensor]:
+    def _update_mini_batch(self, batch: MiniBatch, parallel: bool = False) -> dict[str, torch.Tensor]:
         """One optimizer step on ``batch``; gradients are accumulated over micro-batches (same gradient, better
-        cache use on CPU)."""
+        cache use on CPU), the actor's and the critic's on two threads when ``parallel``."""
         c = self.cfg
         if c.normalize_advantage_per_mini_batch:
             adv = batch.advantages
@@ -152,7 +167,7 @@ class PPO:
         sums: dict[str, torch.Tensor] = {}
         for chunk in self._micro_batches(batch):
             weight = chunk.advantages.shape[0] / size
-            for key, value in self._accumulate_gradients(chunk, weight).items():
+            for key, value in self._accumulate_gradients(chunk, weight, parallel).items():
                 sums[key] = sums.get(key, 0.0) + weight * value
         if c.schedule == "adaptive":
             self._adapt_learning_rate(sums["kl"])
@@ -171,32 +186,68 @@ class PPO:
             return [batch]
         return batch.split(size)
 
-    def _accumulate_gradients(self, batch: MiniBatch, weight: float) -> dict[str, torch.Tensor]:
-        """Backpropagate ``weight *`` the PPO loss of ``batch``; return its (unweighted) statistics."""
+    def _accumulate_gradients(self, batch: MiniBatch, weight: float, parallel: bool = False) -> dict[str, torch.Tensor]:
+        """Backpropagate ``weight *`` the PPO loss of ``batch``; return its (unweighted) statistics.
+
+        The loss ``L = L^CLIP + c_v L^VF - c_e H`` splits into an actor part (``L^CLIP - c_e H``) and a critic part
+        (``c_v L^VF``) over disjoint parameters, so each part is backpropagated on its own (on two threads when
+        ``parallel``).
+        """
+        actor_x, critic_x = self.policy.normalized_inputs(batch.obs)
+        actor_h, critic_h = batch.hidden if batch.hidden is not None else (None, None)
+        if not parallel:
+            stats = self._actor_backward(actor_x, actor_h, batch, weight)
+            return {**stats, **self._critic_backward(critic_x, critic_h, batch, weight)}
+        if self._actor_thread is None:
+            self._actor_thread = ThreadPoolExecutor(
+                1, "rslkit-ppo-actor", initializer=torch.set_num_threads, initargs=(1,)
+            )
+        actor_job = self._actor_thread.submit(self._actor_backward, actor_x, actor_h, batch, weight)
+        critic_stats = self._critic_backward(critic_x, critic_h, batch, weight)
+        return {**actor_job.result(), **critic_stats}
+
+    def _actor_backward(
+        self, actor_x: torch.Tensor, hidden: Hidden | None, batch: MiniBatch, weight: float
+    ) -> dict[str, torch.Tensor]:
+        """Backpropagate ``weight * (L^CLIP - c_e H)``; return surrogate, entropy, KL, clip fraction, mean ratio."""
         c = self.cfg
-        log_prob, entropy, values, params = self.policy.evaluate(batch.obs, batch.actions, batch.hidden, batch.resets)
+        log_prob, entropy, params = self.policy.evaluate_actor(actor_x, batch.actions, hidden, batch.resets)
         advantages = batch.advantages
         # L^CLIP = E[min(r A, clip(r, 1 - eps, 1 + eps) A)],  r = pi(a|s) / pi_old(a|s)
         ratio = torch.exp(log_prob - batch.log_probs)
         surrogate = -torch.min(ratio * advantages, ratio.clamp(1 - c.clip_param, 1 + c.clip_param) * advantages).mean()
-        # L^VF, optionally clipped around the rollout's values.
-        if c.use_clipped_value_loss:
-            values_clipped = batch.values + (values - batch.values).clamp(-c.clip_param, c.clip_param)
-            value_loss = torch.max((values - batch.returns) ** 2, (values_clipped - batch.returns) ** 2).mean()
-        else:
-            value_loss = ((values - batch.returns) ** 2).mean()
         entropy_mean = entropy.mean()
-        loss = surrogate + c.value_loss_coef * value_loss - c.entropy_coef * entropy_mean
-        (weight * loss).backward()
+        (weight * (surrogate - c.entropy_coef * entropy_mean)).backward()
         with torch.no_grad():
             return {
                 "surrogate": surrogate.detach(),
-                "value": value_loss.detach(),
                 "entropy": entropy_mean.detach(),
                 "kl": self.policy.dist.kl(batch.dist_params, params).mean(),
                 "clip_fraction": ((ratio - 1).abs() > c.clip_param).float().mean(),
                 "ratio_mean": ratio.detach().mean(),
             }
+
+    def _critic_backward(
+        self, critic_x: torch.Tensor, hidden: Hidden | None, batch: MiniBatch, weight: float
+    ) -> dict[str, torch.Tensor]:
+        """Backpropagate ``weight * c_v * L^VF`` (optionally clipped around the rollout's values)."""
+        c = self.cfg
+        values = self.policy.evaluate_critic(critic_x, hidden, batch.resets)
+        if c.use_clipped_value_loss:
+            values_clipped = batch.values + (values - batch.values).clamp(-c.clip_param, c.clip_param)
+            value_loss = torch.max((values - batch.returns) ** 2, (values_clipped - batch.returns) ** 2).mean()
+        else:
+            value_loss = ((values - batch.returns) ** 2).mean()
+        (weight * c.value_loss_coef * value_loss).backward()
+        return {"value": value_loss.detach()}
+
+    def _use_parallel_update(self, threads: int) -> bool:
+        setting = self.cfg.parallel_update
+        if setting is None:
+            return self.device.type == "cpu" and threads >= 2
+        if setting and self.device.type != "cpu":
+            raise ValueError("parallel_update runs the actor and critic on two CPU threads; set it False on a GPU.")
+        return setting
 
     def _actor_params(self) -> list[nn.Parameter]:
         p = self.policy

@@ -169,20 +169,43 @@ class ActorCritic(nn.Module):
         Feed-forward: ``obs`` batch ``[B]``, ``raw [B, R]``. Recurrent: ``obs`` batch ``[T, B]``, ``raw [T, B, R]``,
         ``hidden`` the states at the rollout start and ``resets [T, B]``; outputs are flattened to ``[T*B]``.
         """
-        actor_x, critic_x = self._inputs(obs)
-        if self.actor_memory is not None and self.critic_memory is not None:
+        actor_x, critic_x = self.normalized_inputs(obs)
+        actor_h, critic_h = hidden if hidden is not None else (None, None)
+        log_prob, entropy, params = self.evaluate_actor(actor_x, raw, actor_h, resets)
+        return log_prob, entropy, self.evaluate_critic(critic_x, critic_h, resets), params
+
+    def normalized_inputs(self, obs: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Normalized actor and critic inputs ``([..., Da], [..., Dc])`` of ``obs`` (the same tensor if the groups
+        are the same)."""
+        return self._inputs(obs)
+
+    def evaluate_actor(
+        self,
+        actor_x: torch.Tensor,
+        raw: torch.Tensor,
+        hidden: Hidden | None = None,
+        resets: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Log-prob ``[B]``, entropy ``[B]`` and dist params of ``raw`` under the actor, from normalized inputs
+        (see :meth:`evaluate` for the recurrent shapes). Touches only actor parameters."""
+        if self.actor_memory is not None:
             if hidden is None or resets is None:
                 raise ValueError("A recurrent policy needs the initial hidden states and the resets of the sequence.")
-            actor_x = self.actor_memory.sequence(actor_x, hidden[0], resets).flatten(0, 1)
-            critic_x = self.critic_memory.sequence(critic_x, hidden[1], resets).flatten(0, 1)
+            actor_x = self.actor_memory.sequence(actor_x, hidden, resets).flatten(0, 1)
             raw = raw.flatten(0, 1)
         params = self.dist.params(self.actor(actor_x))
-        return (
-            self.dist.log_prob(params, raw),
-            self.dist.entropy(params),
-            self.critic(critic_x).squeeze(-1),
-            params,
-        )
+        return self.dist.log_prob(params, raw), self.dist.entropy(params), params
+
+    def evaluate_critic(
+        self, critic_x: torch.Tensor, hidden: Hidden | None = None, resets: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Values ``[B]`` from normalized critic inputs (recurrent: ``[T, B, D]`` in, ``[T*B]`` out). Touches only
+        critic parameters."""
+        if self.critic_memory is not None:
+            if hidden is None or resets is None:
+                raise ValueError("A recurrent policy needs the initial hidden states and the resets of the sequence.")
+            critic_x = self.critic_memory.sequence(critic_x, hidden, resets).flatten(0, 1)
+        return self.critic(critic_x).squeeze(-1)
 
     @torch.no_grad()
     def update_normalization(self, obs: TensorDict) -> None:

@@ -118,3 +118,31 @@ def test_micro_batches_give_the_same_update():
     for key in ("surrogate", "value", "kl", "entropy"):
         torch.testing.assert_close(s1[key], s0[key], atol=1e-6, rtol=1e-5)
     assert lr0 == lr1
+
+
+@pytest.mark.parametrize("rnn_type", ["none", "gru"])
+def test_parallel_update_gives_the_same_update(rnn_type):
+    # Actor and critic losses backpropagated on two threads: exactly the gradients of the joint loss.
+    policy_cfg = PolicyCfg(actor_hidden_dims=(16,), critic_hidden_dims=(16,), rnn_type=rnn_type, rnn_hidden_dim=8)
+    results = []
+    for parallel in (False, True):
+        ppo = _rollout(policy_cfg, PPOCfg(num_mini_batches=2, num_learning_epochs=2, parallel_update=parallel))
+        torch.manual_seed(3)
+        torch.set_num_threads(2)
+        try:
+            stats = ppo.update()
+            assert torch.get_num_threads() == 2  # the update restores the caller's thread count
+        finally:
+            torch.set_num_threads(1)
+        results.append((stats, {k: v.clone() for k, v in ppo.policy.state_dict().items()}))
+    (s0, p0), (s1, p1) = results
+    for key in p0:
+        torch.testing.assert_close(p1[key], p0[key], atol=0, rtol=0, msg=key)
+    assert s0 == s1
+
+
+def test_parallel_update_is_refused_on_gpu_devices():
+    ppo = _rollout(PolicyCfg(actor_hidden_dims=(8,), critic_hidden_dims=(8,)), PPOCfg(parallel_update=True))
+    ppo.device = torch.device("cuda")
+    with pytest.raises(ValueError, match="two CPU threads"):
+        ppo._use_parallel_update(2)
