@@ -51,8 +51,13 @@ class FlowBC:
         )
         self.ema = EMA(policy, cfg.ema_decay)
 
-    def update(self, obs: torch.Tensor, actions: torch.Tensor) -> dict[str, float]:
+    def update(
+        self, obs: torch.Tensor, actions: torch.Tensor, future_state: torch.Tensor | None = None
+    ) -> dict[str, float]:
         """One gradient step on a batch of raw observations ``[B, D]`` and action chunks ``[B, Ta, A]``.
+
+        Future-state policies (``policy.max_future_offset > 0``) also take ``future_state [B, S]``, the raw state
+        at the frame where each chunk starts (VLASH offset augmentation); omitted, it is the observed state.
 
         Returns:
             ``{"flow": loss}`` (plus the two shortcut terms for the shortcut objective).
@@ -60,13 +65,22 @@ class FlowBC:
         policy = self.policy
         obs_n = policy.obs_normalizer(obs.to(self.device))
         x1 = policy.action_normalizer(actions.to(self.device))
+        future_n = None if future_state is None else policy.normalize_future_state(future_state.to(self.device))
+        if future_n is not None and policy.max_future_offset == 0:
+            raise ValueError("future_state was given but the policy has no future-state input (max_future_offset).")
         stats: dict[str, torch.Tensor] = {}
         if policy.cfg.objective == "shortcut":
             loss, stats = shortcut_loss(
-                policy, obs_n, x1, self.cfg.bootstrap_fraction, self.cfg.min_step_log2, target=self.ema.model
+                policy,
+                obs_n,
+                x1,
+                self.cfg.bootstrap_fraction,
+                self.cfg.min_step_log2,
+                target=self.ema.model,
+                future_n=future_n,
             )
         else:
-            loss = rectified_flow_loss(policy, obs_n, x1)
+            loss = rectified_flow_loss(policy, obs_n, x1, future_n=future_n)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), self.cfg.max_grad_norm)

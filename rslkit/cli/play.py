@@ -1,13 +1,15 @@
-"""``python play.py --task <name> --checkpoint PATH``: evaluate a trained policy."""
+"""``python play.py --task <name> --checkpoint PATH [--video out.mp4]``: evaluate a trained policy, and watch it."""
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
 import torch
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
+from rslkit.cli.sim_flag import add_sim_arg, apply_sim
 from rslkit.envs.registry import get_task
 from rslkit.runners.registry import get_runner
 from rslkit.utils.checkpoint import load_checkpoint
@@ -65,10 +67,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py")
     parser.add_argument("--episodes", type=int, default=100, help="number of episodes (one per parallel env)")
     parser.add_argument("--device", default="cpu")
+    add_sim_arg(parser)
     parser.add_argument("--seed", type=int, default=1_000_003, help="seed of the evaluation envs")
+    add_video_args(parser)
     args, overrides = parser.parse_known_args(argv)
     if args.episodes < 1:
         parser.error("--episodes must be >= 1")
+    check_video_args(parser, args)
     device = resolve_device(args.device)
     spec = get_task(args.task)
     saved = load_checkpoint(Path(args.checkpoint))
@@ -81,6 +86,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     agent_cfg = from_dict(cfg_cls, saved["agent_cfg"])
     env_cfg.num_envs, env_cfg.seed = args.episodes, args.seed
     try:
+        apply_sim(env_cfg, args.sim, args.task)
         apply_overrides({"env": env_cfg}, overrides)
     except ValueError as err:
         parser.error(str(err))
@@ -99,7 +105,85 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(line)
     if not all(math.isfinite(v) for v in stats.values()):
         raise RuntimeError("Evaluation produced non-finite statistics.")
+    if args.video:
+        frames, fps = record_video(runner, env, args.video, args.video_length, *args.video_size)
+        print(f"Wrote {args.video} ({frames} frames at {fps:.0f} fps, env 0).")
     return stats
+
+
+# ----------------------------------------------------------------------------------------------- --video
+VIDEO_MAX_FPS = 30.0
+"""Frames are taken every k-th control step, the smallest k that keeps the video at or below this rate."""
+
+
+def add_video_args(parser: argparse.ArgumentParser) -> None:
+    """``--video PATH.mp4``, ``--video_length`` (control steps), ``--video_size WxH``."""
+    parser.add_argument("--video", help="also write an mp4 of env 0 (offscreen MuJoCo rendering) to this path")
+    parser.add_argument("--video_length", type=int, help="control steps to record (default: 3 episodes)")
+    parser.add_argument("--video_size", default="320x240", help="WIDTHxHEIGHT in pixels, both even (default 320x240)")
+
+
+def check_video_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Validate the video flags before any work, and that a headless OpenGL library is installed."""
+    try:
+        width, height = (int(v) for v in args.video_size.lower().split("x"))
+    except ValueError:
+        parser.error(f"--video_size must be WIDTHxHEIGHT (e.g. 320x240), got '{args.video_size}'")
+    if width < 2 or height < 2 or width % 2 or height % 2:
+        parser.error(f"--video_size needs even sizes >= 2 (H.264), got {width}x{height}")
+    args.video_size = (width, height)
+    if args.video_length is not None and args.video_length < 1:
+        parser.error("--video_length must be >= 1")
+    if not args.video:
+        return
+    if not args.video.lower().endswith(".mp4"):
+        parser.error(f"--video must name an .mp4 file, got '{args.video}'")
+    from rslkit.envs.mujoco.render import RenderingUnavailableError, gl_backend
+
+    try:
+        gl_backend()
+    except RenderingUnavailableError as err:
+        parser.error(str(err))
+
+
+def record_video(
+    runner, env, path: str | Path, steps: int | None = None, width: int = 320, height: int = 240
+) -> tuple[int, float]:
+    """Roll out the deterministic policy from a reset for ``steps`` control steps and write env 0 to an mp4.
+
+    Args:
+        steps: control steps (default: three episodes); a frame is taken at the reset and every k-th step after
+            it, k chosen so that the video plays in real time at <= :data:`VIDEO_MAX_FPS`.
+
+    Returns:
+        ``(frames written, frames per second)``: ``1 + steps // k`` frames.
+
+    Raises:
+        ValueError: the task has no render hook (see :mod:`rslkit.envs.mujoco.render`).
+    """
+    from rslkit.envs.mujoco.render import RenderableTask
+    from rslkit.utils.video import Mp4Writer
+
+    can_render = isinstance(env, RenderableTask)  # a flag, not a narrowing: env is also a VecEnv
+    if not can_render:
+        raise ValueError(
+            f"{type(env).__name__} cannot render: it has no render_frame(env_id, width, height) hook and step_dt "
+            "(MuJoCo tasks add them with rslkit.envs.mujoco.render.BackendRenderer)."
+        )
+    steps = steps or 3 * int(torch.as_tensor(env.max_episode_length).max())
+    stride = max(1, math.ceil(1.0 / (env.step_dt * VIDEO_MAX_FPS)))
+    fps = 1.0 / (env.step_dt * stride)
+    policy = runner.inference_policy()
+    with Mp4Writer(path, fps) as video, torch.inference_mode():  # as in evaluate(): the env holds inference tensors
+        obs = env.reset()
+        runner.reset_inference(torch.ones(env.num_envs, dtype=torch.bool, device=runner.device))
+        video.append(env.render_frame(0, width, height))
+        for t in range(1, steps + 1):
+            obs, _, dones, _ = env.step(policy(obs.to(runner.device)).to(env.device))
+            runner.reset_inference(dones.to(runner.device))
+            if t % stride == 0:
+                video.append(env.render_frame(0, width, height))
+    return video.frames, fps
 
 
 if __name__ == "__main__":

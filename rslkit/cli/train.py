@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
+from rslkit.cli.sim_flag import add_sim_arg, apply_sim
 from rslkit.envs.registry import get_task
 from rslkit.runners.registry import get_runner
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument("--num_envs", type=int, help="number of parallel envs")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default 0, or the resumed run's)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
+    add_sim_arg(parser)
     parser.add_argument("--max_iterations", type=int, help="total training iterations")
     parser.add_argument("--logdir", default="logs", help="root of run directories (default: logs)")
     parser.add_argument("--run_name", default="", help="suffix of the run directory name")
@@ -96,6 +98,7 @@ def main(argv: list[str] | None = None) -> Any:
             setattr(agent_cfg, flag, value)
     env_cfg.seed = seed + dist_info.rank
     try:
+        apply_sim(env_cfg, args.sim, args.task)  # resuming on another backend is fine: the state layout is shared
         apply_overrides({"env": env_cfg, "agent": agent_cfg}, overrides)
     except ValueError as err:
         parser.error(str(err))
@@ -117,7 +120,17 @@ def main(argv: list[str] | None = None) -> Any:
         runner.learn()
     finally:
         shutdown_distributed()
+    if dist_info.is_main:
+        print_watch_hint(args.task, env, run_dir)
     return runner
+
+
+def print_watch_hint(task: str, env, run_dir: Path) -> None:
+    """After training a task that can render (``render_frame``, see rslkit.envs.mujoco.render), say how to watch it."""
+    if not hasattr(env, "render_frame"):
+        return
+    ckpt = latest_checkpoint(run_dir)
+    print(f"Watch the policy: python play.py --task {task} --checkpoint {ckpt} --video {run_dir / 'rollout.mp4'}")
 
 
 if __name__ == "__main__":

@@ -129,7 +129,10 @@ class AsyncChunkEngine:
         inference: where chunks are computed (a worker thread, or simulated with scripted latency).
         clock: the loop's clock (:class:`~rslkit.deploy.clock.FakeClock` in tests).
         cfg: settings.
-        conditioner: VLASH future-state conditioning of the request's observation (None: as observed).
+        conditioner: VLASH future-state conditioning of the request's observation (None: as observed). A
+            :class:`~rslkit.deploy.future_state.FutureStateConditioner` with ``max_offset`` makes the engine refuse
+            (``ValueError``, at construction and at each request) a delay of more ticks than the policy was trained
+            with.
         tick_hook: called after each tick with ``(tick, action or None)`` (simulators advance here).
     """
 
@@ -152,6 +155,10 @@ class AsyncChunkEngine:
         self.period = 1.0 / cfg.rate_hz
         self.timeline = ActionTimeline(cfg.merge, cfg.blend_weight, cfg.ensemble_m)
         self.latency = LatencyEstimator(cfg.initial_latency_s, cfg.latency_warmup, cfg.latency_quantile)
+        if conditioner is not None and cfg.chunk_start == "delay" and not cfg.sync:
+            check = getattr(conditioner, "check_offset", None)
+            if check is not None:
+                check(self.latency.delay_ticks(self.period))  # refuse before the robot moves
         self.stats = EngineStats()
         self.executed: list[np.ndarray | None] = []
         """Action sent at each tick (None: nothing sent before the first chunk)."""
@@ -179,6 +186,9 @@ class AsyncChunkEngine:
         d = self.latency.delay_ticks(self.period)
         start = tick + d if self.cfg.chunk_start == "delay" and not self.cfg.sync else tick
         if self.conditioner is not None and start > tick:
+            check = getattr(self.conditioner, "check_offset", None)
+            if check is not None:
+                check(start - tick)  # a policy trained with offsets up to D refuses a longer overlap
             pending = self.timeline.planned(tick, start)
             obs = self.conditioner(obs, pending if pending is not None else np.zeros((0, 0)))
         self.inference.submit(InferenceRequest(obs, tick, start, self._next_id))

@@ -65,3 +65,37 @@ class FakeClock:
             raise ValueError(f"Time only moves forward; got advance({seconds}).")
         with self._lock:
             self._t += seconds
+
+
+def set_realtime_priority(priority: int | None) -> int | None:
+    """Run the calling thread under ``SCHED_FIFO`` at ``priority`` (1-99), as real-time control loops do (e.g.
+    ros2_control), so that other processes on a busy CPU cannot delay its ticks; threads it starts afterwards
+    inherit the policy (start inference workers first to keep them at normal priority).
+
+    Args:
+        priority: the ``SCHED_FIFO`` priority; None restores the normal ``SCHED_OTHER`` policy.
+
+    Returns:
+        The previous policy (``os.SCHED_*``), to restore it later; None when nothing changed (not Linux).
+
+    Raises:
+        PermissionError: when the process may not use real-time scheduling (needs root or ``CAP_SYS_NICE``, e.g.
+            ``ulimit -r 99`` for the user).
+    """
+    import os
+
+    if not hasattr(os, "sched_setscheduler"):
+        return None
+    previous = os.sched_getscheduler(0)
+    if priority is None:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        return previous
+    if not 1 <= priority <= 99:
+        raise ValueError(f"SCHED_FIFO priorities are 1-99, got {priority}.")
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError as err:
+        raise PermissionError(
+            f"Real-time scheduling was refused ({err}); run as root, grant CAP_SYS_NICE, or raise `ulimit -r`."
+        ) from None
+    return previous

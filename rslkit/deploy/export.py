@@ -2,7 +2,8 @@
 
 Supported: PPO actor-critics (Gaussian / tanh-Gaussian / Beta / categorical heads, deterministic mode, env-space
 actions; feed-forward or GRU/LSTM with explicit state), SAC actors (``tanh(mu)``), and flow chunk policies
-(flow-bc, ReinFlow; ``K`` Euler steps unrolled, initial noise as an input). Normalizers are inside the graph; the
+(flow-bc, ReinFlow; ``K`` Euler steps unrolled, initial noise as an input, and a ``future_state`` input for
+policies trained with VLASH offsets). Normalizers are inside the graph; the
 metadata (:class:`~rslkit.deploy.metadata.PolicyMetadata`) travels in ``metadata_props``.
 """
 
@@ -162,19 +163,25 @@ def plan_export(
     if isinstance(policy, FlowPolicy):
         graph = FlowChunkGraph(policy, num_flow_steps)
         g = policy.cfg.obs_group
+        fs = policy.state_slice
         meta = metadata(
             kind="chunk",
             obs_groups={g: [policy.obs_dim]},
             action_dim=policy.action_dim,
-            input_names=[g, "noise"],
+            input_names=[g, "noise"] + (["future_state"] if fs is not None else []),
             output_names=["chunk"],
             chunk_length=policy.horizon,
             num_flow_steps=graph.num_steps,
             noise_shape=[policy.horizon, policy.action_dim],
+            future_state_slice=[fs.start, fs.stop] if fs is not None else None,
+            max_future_offset=policy.max_future_offset,
         )
-        examples = (torch.zeros(1, policy.obs_dim), torch.zeros(1, policy.horizon, policy.action_dim))
+        flow_examples = [torch.zeros(1, policy.obs_dim), torch.zeros(1, policy.horizon, policy.action_dim)]
         axes = {g: {0: "batch"}, "noise": {0: "batch"}, "chunk": {0: "batch"}}
-        return ExportPlan(graph, examples, axes, meta)
+        if fs is not None:
+            flow_examples.append(torch.zeros(1, policy.future_state_dim))
+            axes["future_state"] = {0: "batch"}
+        return ExportPlan(graph, tuple(flow_examples), axes, meta)
     raise ValueError(
         f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy."
     )
@@ -294,6 +301,8 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
     meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset)
     shapes = ", ".join(f"{g}{s}" for g, s in meta.obs_groups.items())
     extra = f" | chunk {meta.chunk_length} x K={meta.num_flow_steps}" if meta.kind == "chunk" else ""
+    if meta.max_future_offset > 0:
+        extra += f" | future_state {meta.future_state_slice} (offsets <= {meta.max_future_offset})"
     print(f"Exported {meta.algorithm} {meta.kind} policy ({shapes} -> {meta.action_dim} actions{extra}) to {args.out}")
     return meta
 

@@ -98,8 +98,10 @@ class SACStepGraph(nn.Module):
 class FlowChunkGraph(nn.Module):
     """A flow policy's deterministic Euler sampler with its ``K`` steps unrolled.
 
-    ``(obs [B, D], noise [B, Ta, A]) -> chunk [B, Ta, A]`` in env units. The initial noise is an input, so a run is
-    reproducible and the caller chooses the randomness (zeros give the "mean" chunk).
+    ``(obs [B, D], noise [B, Ta, A][, future_state [B, S]]) -> chunk [B, Ta, A]`` in env units. The initial noise
+    is an input, so a run is reproducible and the caller chooses the randomness (zeros give the "mean" chunk).
+    Future-state policies (``policy.max_future_offset > 0``) take the raw robot state expected when the chunk starts
+    as a third input (the observed state for offset 0).
 
     Args:
         policy: the flow policy.
@@ -112,13 +114,18 @@ class FlowChunkGraph(nn.Module):
         self.num_steps = int(num_steps or policy.cfg.num_inference_steps)
         time_grid(self.num_steps)  # validates K >= 1
         self.groups = [policy.cfg.obs_group]
+        self.has_future_state = policy.max_future_offset > 0
 
-    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """``obs [B, D]``, ``noise [B, Ta, A]`` -> env-unit chunk ``[B, Ta, A]`` (same as ``act_chunk``)."""
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor, future_state: torch.Tensor | None = None) -> torch.Tensor:
+        """``obs [B, D]``, ``noise [B, Ta, A]``, ``future_state [B, S]`` (future-state policies) -> env-unit chunk
+        ``[B, Ta, A]`` (same as ``act_chunk``)."""
         p, k = self.policy, self.num_steps
+        if self.has_future_state and future_state is None:
+            raise ValueError("This flow policy takes a future_state input [B, S]; pass the (rolled-forward) state.")
         obs_n = p.obs_normalizer(obs)
+        future_n = p.normalize_future_state(future_state) if future_state is not None else None
         x = noise
         for i in range(k):
             t = torch.full_like(obs_n[:, 0], i / k)
-            x = x + p.velocity(x, t, obs_n, k) / k
+            x = x + p.velocity(x, t, obs_n, k, future_n) / k
         return p.action_normalizer.unnormalize(x.clamp(-1.0, 1.0))

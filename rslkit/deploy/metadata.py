@@ -19,13 +19,14 @@ class PolicyMetadata:
     """What a deployment needs to feed an exported policy and interpret its outputs.
 
     Graph inputs, in ``input_names`` order: the observation groups, then the state (``h``, and ``c`` for LSTM) of
-    recurrent policies or the ``noise`` of chunk policies. Outputs (``output_names``): ``actions`` (or ``chunk``),
-    then ``h_out`` (and ``c_out``). Use these lists, not dict order, to pair names with tensors.
+    recurrent policies or the ``noise`` (and ``future_state``) of chunk policies. Outputs (``output_names``):
+    ``actions`` (or ``chunk``), then ``h_out`` (and ``c_out``). Use these lists, not dict order, to pair names with
+    tensors.
     """
 
     kind: PolicyKind
-    """``step``: ``obs -> actions [B, A]``; ``recurrent``: plus state in and out; ``chunk``: ``obs, noise -> [B, Ta,
-    A]``."""
+    """``step``: ``obs -> actions [B, A]``; ``recurrent``: plus state in and out; ``chunk``: ``obs, noise[,
+    future_state] -> [B, Ta, A]``."""
     algorithm: str
     obs_groups: dict[str, list[int]]
     """Observation group name -> per-sample shape (``[D]``), in graph input order."""
@@ -45,6 +46,12 @@ class PolicyMetadata:
     """``K`` Euler steps unrolled in the graph (chunk policies)."""
     noise_shape: list[int] | None = None
     """Per-sample shape of the ``noise`` input ``[Ta, A]`` (chunk policies)."""
+    future_state_slice: list[int] | None = None
+    """``[start, stop]``: observation columns of the robot state, for chunk policies with a ``future_state [B,
+    stop - start]`` input (VLASH future-state conditioning); None: no such input."""
+    max_future_offset: int = 0
+    """``D``: the largest offset (ticks between observation and chunk start) the policy was trained with;
+    deployment refuses larger inference delays."""
     format_version: int = FORMAT_VERSION
 
     @property
@@ -56,6 +63,13 @@ class PolicyMetadata:
     def state_names(self) -> list[str]:
         """Recurrent state inputs in graph order (``h`` or ``h, c``); their outputs are ``<name>_out``."""
         return [n for n in self.input_names if n in self.state_shapes]
+
+    @property
+    def future_state_dim(self) -> int:
+        """Size ``S`` of the ``future_state`` input (0: none)."""
+        if self.future_state_slice is None:
+            return 0
+        return int(self.future_state_slice[1] - self.future_state_slice[0])
 
     def to_json(self) -> str:
         """Serialized form stored in the ONNX model."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rslkit.deploy.future_state import ConditionedObservation
 from rslkit.deploy.metadata import PolicyMetadata, read_metadata
 
 
@@ -78,6 +79,11 @@ class OnnxPolicy:
         return self.meta.chunk_length
 
     @property
+    def max_future_offset(self) -> int:
+        """``D`` of a chunk policy with a ``future_state`` input (0: no such input)."""
+        return self.meta.max_future_offset if self.meta.future_state_slice is not None else 0
+
+    @property
     def state(self) -> dict[str, np.ndarray] | None:
         """Current recurrent state ``{name: [L, B, H]}`` (None before the first call or after :meth:`reset`)."""
         return self._state
@@ -132,18 +138,34 @@ class OnnxPolicy:
             raise RuntimeError(f"The policy produced non-finite '{name}'; check the exported model and its inputs.")
 
     # ------------------------------------------------------------------ inference
-    def __call__(self, obs: Mapping[str, Any] | Any, noise: Any | None = None) -> np.ndarray:
+    def __call__(
+        self, obs: Mapping[str, Any] | Any, noise: Any | None = None, future_state: Any | None = None
+    ) -> np.ndarray:
         """Actions ``[B, A]`` (step, recurrent) or chunk ``[B, Ta, A]`` (chunk) for ``obs``.
 
         Args:
-            obs: ``{group: float32 [B, D_g]}`` (or one array for single-group policies).
+            obs: ``{group: float32 [B, D_g]}`` (or one array for single-group policies), or a
+                :class:`~rslkit.deploy.future_state.ConditionedObservation` (observation, rolled-forward state and
+                its offset, as the async engine's ``FutureStateConditioner.for_policy`` makes them).
             noise: chunk policies only: initial flow noise ``float32 [B, Ta, A]``; drawn from ``N(0, I)`` with the
                 policy's generator when omitted.
+            future_state: chunk policies with a ``future_state`` input only: the state ``float32 [B, S]`` expected
+                when the chunk starts; the observed state (offset 0) when omitted.
 
         Raises:
             ValueError: for missing groups, wrong shapes or dtypes, non-finite values, a batch size that differs
-                from the recurrent state's (call :meth:`reset`), or ``noise`` for a non-chunk policy.
+                from the recurrent state's (call :meth:`reset`), ``noise`` for a non-chunk policy, ``future_state``
+                for a policy without that input, or an offset beyond the policy's trained range.
         """
+        if isinstance(obs, ConditionedObservation):
+            if future_state is not None:
+                raise ValueError("Pass the future state either in the ConditionedObservation or as future_state.")
+            if obs.offset > self.max_future_offset:
+                raise ValueError(
+                    f"The future state is {obs.offset} ticks ahead but this policy was trained with offsets up to "
+                    f"{self.max_future_offset}; retrain with a larger max_future_offset or make inference faster."
+                )
+            obs, future_state = obs.obs, obs.future_state
         feeds, batch, unbatched = self._feeds(obs)
         meta = self.meta
         if meta.kind == "chunk":
@@ -153,6 +175,16 @@ class OnnxPolicy:
             feeds["noise"], _ = self._array("noise", noise, meta.noise_shape, batch)
         elif noise is not None:
             raise ValueError(f"noise is an input of chunk policies only; this is a {meta.kind} policy.")
+        if meta.future_state_slice is not None:
+            start, stop = meta.future_state_slice
+            if future_state is None:  # offset 0: the state as observed
+                future_state = feeds[meta.group_names[0]][:, start:stop]
+            feeds["future_state"], _ = self._array("future_state", future_state, [stop - start], batch)
+        elif future_state is not None:
+            raise ValueError(
+                "future_state is an input of chunk policies trained with future-state offsets only; this policy has "
+                "none (use FutureStateConditioner(mode, state_index) to write the state into the observation)."
+            )
         if meta.kind == "recurrent":
             if self._state is None:
                 self._state = {

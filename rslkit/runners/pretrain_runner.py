@@ -171,7 +171,15 @@ class PretrainRunner:
         if self.iteration == 0:
             self.alg.policy.set_normalization(demos.stats)
             self.alg.ema.model.set_normalization(demos.stats)
-        self.dataset = ChunkDataset(demos, self.cfg.policy.horizon, self.device)
+        policy = self.alg.policy
+        self.dataset = ChunkDataset(
+            demos,
+            self.cfg.policy.horizon,
+            self.device,
+            policy.max_future_offset,
+            policy.state_slice,
+            self.cfg.policy.future_state_source,
+        )
         return self.dataset
 
     # ------------------------------------------------------------------ inference
@@ -235,9 +243,15 @@ class PretrainRunner:
         t0 = time.perf_counter()
         sums: dict[str, float] = {}
         self.alg.policy.train()
+        offsets = self.alg.policy.max_future_offset > 0  # VLASH: (o_t, s_{t+delta}, a_{t+delta:})
         for _ in range(self.cfg.updates_per_iteration):
-            obs, actions, _ = dataset.sample(self.cfg.algorithm.batch_size)
-            for key, value in self.alg.update(obs, actions).items():
+            if offsets:
+                batch = dataset.sample_offset(self.cfg.algorithm.batch_size)
+                losses = self.alg.update(batch.obs, batch.actions, batch.future_state)
+            else:
+                obs, actions, _ = dataset.sample(self.cfg.algorithm.batch_size)
+                losses = self.alg.update(obs, actions)
+            for key, value in losses.items():
                 sums[key] = sums.get(key, 0.0) + value
         elapsed = time.perf_counter() - t0
         n = max(1, self.cfg.updates_per_iteration)

@@ -102,3 +102,80 @@ def so101_spec(visual: bool = False, contacts: bool = False, ee_sensor: bool = T
 def load_so101(visual: bool = False, contacts: bool = False, ee_sensor: bool = True) -> mujoco.MjModel:
     """Compiled SO-101 model (nq = nv = nu = 6: five arm joints and the gripper), see :func:`so101_spec`."""
     return so101_spec(visual=visual, contacts=contacts, ee_sensor=ee_sensor).compile()
+
+
+# ---------------------------------------------------------------------------------------------------- so101-lift
+SO101_SCENE_XML = "pick_scene.xml"
+"""The package's pick scene: the arm, a floor, a 4 cm cube (body ``block``, free joint; nq 13), lights, a camera."""
+SO101_CUBE = "block"
+SO101_JAW_BODIES = ("gripper", "moving_jaw_so101_v1")
+"""Bodies of the fixed jaw (with the wrist-roll servo) and of the moving jaw."""
+SO101_JAW_PADS = ("fixed_jaw_pad", "moving_jaw_pad")
+SO101_JAW_SENSORS = ("fixed_jaw_touch", "moving_jaw_touch")
+"""Contact sensors (one value each): how many contacts each jaw body has with the cube (0 = none)."""
+SO101_JAW_TIPS = ("fixed_jaw_tip", "moving_jaw_tip")
+"""Sites at the centres of the fingertip pads; the cube is between the jaws when it is near their midpoint."""
+_KEPT_COLLIDERS = ("floor", SO101_CUBE)
+
+
+def so101_lift_spec(visual: bool = False) -> mujoco.MjSpec:
+    """The SO-101 pick scene (arm, floor, cube) as an ``MjSpec``, adapted for batched grasping.
+
+    Contacts kept: cube vs floor, cube vs both jaws (their collision meshes and the fingertip pads, which the
+    package ships inert and which are switched on here), jaws vs floor. The rest of the arm's collision meshes are
+    switched off (no self-collision; the upper arm passes through the cube), which keeps the contact count to the
+    ones the task needs. Adds the contact sensors :data:`SO101_JAW_SENSORS` and the sites :data:`SO101_JAW_TIPS`.
+
+    Args:
+        visual: keep the visual meshes (group 2, never collide); drop them when nothing renders. Either way the
+            compiled models have the same state layout, so a row of one loads into the other.
+    """
+    spec = mujoco.MjSpec.from_file(str(so101_model_dir() / SO101_SCENE_XML))
+    for geom in list(spec.geoms):
+        if geom.classname.name == "visual":
+            if not visual:
+                spec.delete(geom)
+        elif geom.name in SO101_JAW_PADS:
+            geom.contype, geom.conaffinity = 1, 1
+            tip = SO101_JAW_TIPS[SO101_JAW_PADS.index(geom.name)]
+            geom.parent.add_site(name=tip, pos=geom.pos, quat=geom.quat, group=3)
+        elif geom.name not in _KEPT_COLLIDERS and geom.parent.name not in SO101_JAW_BODIES:
+            geom.contype, geom.conaffinity = 0, 0
+    found = 1 << int(mujoco.mjtConDataField.mjCONDATA_FOUND)
+    for name, body in zip(SO101_JAW_SENSORS, SO101_JAW_BODIES):
+        spec.add_sensor(
+            name=name,
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_BODY,
+            objname=body,
+            reftype=mujoco.mjtObj.mjOBJ_BODY,
+            refname=SO101_CUBE,
+            intprm=[found, 0, 1],
+        )
+    return spec
+
+
+def load_so101_lift(visual: bool = False) -> mujoco.MjModel:
+    """Compiled SO-101 pick scene (nq 13: six arm joints and the cube's free joint), see :func:`so101_lift_spec`."""
+    return so101_lift_spec(visual=visual).compile()
+
+
+def load_so101_visual() -> mujoco.MjModel:
+    """The SO-101 arm of :func:`load_so101` with its visual meshes, on a checkered floor under a light, for
+    rendering ``so101-reach`` (same state layout as the training model; the floor never collides)."""
+    spec = so101_spec(visual=True)
+    spec.add_texture(
+        name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        width=512, height=512, rgb1=[0.1, 0.2, 0.3], rgb2=[0.2, 0.3, 0.4],
+    )  # fmt: skip
+    spec.add_texture(
+        type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+        width=32, height=512, rgb1=[0.3, 0.5, 0.7], rgb2=[0.0, 0.0, 0.0],
+    )  # fmt: skip
+    material = spec.add_material(name="grid", texrepeat=[2, 2], texuniform=True)
+    material.textures[int(mujoco.mjtTextureRole.mjTEXROLE_RGB)] = "grid"
+    spec.worldbody.add_geom(
+        name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.01], material="grid", contype=0, conaffinity=0
+    )
+    spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], diffuse=[1, 1, 1], specular=[0.3, 0.3, 0.3])
+    return spec.compile()

@@ -1,4 +1,4 @@
-"""SO-101 arm reaching random end-effector targets, simulated by the batched C MuJoCo backend."""
+"""SO-101 arm reaching random end-effector targets, simulated by a batched MuJoCo backend (``--sim mujoco|warp``)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ def _import_mujoco():
         import mujoco
 
         from rslkit.envs.mujoco.backend import MujocoBackend, MujocoBackendCfg
+        from rslkit.envs.mujoco.factory import make_backend
         from rslkit.envs.mujoco.models import SO101_EE_SITE, load_so101
     except ImportError as err:
         raise ImportError(
             f"so101-reach needs MuJoCo >= 4.0 ({err}); install it with `pip install -e '.[mujoco]'`."
         ) from err
-    return mujoco, MujocoBackend, MujocoBackendCfg, SO101_EE_SITE, load_so101
+    return mujoco, MujocoBackend, MujocoBackendCfg, make_backend, SO101_EE_SITE, load_so101
 
 
 @dataclass
@@ -37,8 +38,11 @@ class SO101ReachCfg(TaskCfg):
     episode_length: int = 60
     """Control steps per episode (1.2 s at the default 50 Hz; the servos settle in well under a second, and short
     episodes give PPO more resets per sample: 100-step episodes learned ~2x slower per wall-clock second)."""
+    sim: str = "mujoco"
+    """Physics backend (``--sim``): ``mujoco`` (C MuJoCo on CPU threads) or ``warp`` (MuJoCo Warp, float32, on the
+    task's device: ``--sim warp --device cuda``)."""
     sim_threads: int = 0
-    """Threads stepping the simulations (0: all CPU cores)."""
+    """Threads stepping the simulations on the ``mujoco`` backend, and the target probe (0: all CPU cores)."""
     decimation: int = 10
     """Physics substeps of 2 ms per control step (10: 50 Hz control)."""
     action_mode: str = "absolute"
@@ -85,20 +89,27 @@ class SO101ReachTask(TorchTask):
     def __init__(self, cfg: SO101ReachCfg, device: str | torch.device = "cpu") -> None:
         if cfg.action_mode not in ("absolute", "delta"):
             raise ValueError(f"action_mode must be 'absolute' or 'delta', got '{cfg.action_mode}'.")
-        mujoco, MujocoBackend, MujocoBackendCfg, ee_site_name, load_so101 = _import_mujoco()
+        mujoco, MujocoBackend, MujocoBackendCfg, make_backend, ee_site_name, load_so101 = _import_mujoco()
         super().__init__(cfg, num_actions=len(ARM_JOINTS), device=device)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (self.num_actions,), np.float32)
         model = load_so101()
         backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
-        self.backend = MujocoBackend(model, self.num_envs, backend_cfg)
-        # A second batch, never stepped, turns sampled joint targets into reachable end-effector targets.
+        self.backend = make_backend(model, self.num_envs, backend_cfg, sim=cfg.sim, device=self.device)
+        # A second batch, never stepped, turns sampled joint targets into reachable end-effector targets. It stays
+        # C MuJoCo whatever --sim says: it only runs forward kinematics at resets (microseconds per env on the CPU,
+        # no kernels to compile), and float64 kinematics give the same targets on every backend.
         self._probe = MujocoBackend(model, self.num_envs, MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=1))
         self._ee_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, ee_site_name)
+        # Joint and control constants live where the backend keeps its tensors (CPU, or the GPU for --sim warp).
+        sim_device = self.backend.qpos.device
         act_ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, j) for j in ARM_JOINTS]
-        self._arm_act = torch.tensor(act_ids)
-        self._arm_qpos = torch.tensor([int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in act_ids])
-        self._arm_dof = torch.tensor([int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in act_ids])
-        ctrl_range = torch.as_tensor(model.actuator_ctrlrange, dtype=torch.float64)
+        self._arm_act = torch.tensor(act_ids, device=sim_device)
+        qpos_adr = [int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in act_ids]
+        self._arm_qpos = torch.tensor(qpos_adr, device=sim_device)
+        self._arm_dof = torch.tensor(
+            [int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in act_ids], device=sim_device
+        )
+        ctrl_range = torch.as_tensor(model.actuator_ctrlrange, dtype=torch.float64, device=sim_device)
         self._ctrl_low, self._ctrl_high = ctrl_range[:, 0], ctrl_range[:, 1]
         self._ctrl_mid = 0.5 * (self._ctrl_low + self._ctrl_high)
         self._ctrl_half = 0.5 * (self._ctrl_high - self._ctrl_low)
@@ -121,13 +132,13 @@ class SO101ReachTask(TorchTask):
 
     def _refresh(self) -> None:
         self.ee_pos = self.backend.site_xpos()[:, self._ee_site].to(self.device, torch.float32)
-        self._ctrl = self.backend.ctrl.clone()
+        self._ctrl = self.backend.ctrl.to(self._ctrl_mid, copy=True)  # float64 (warp: float32 view)
 
     # ----------------------------------------------------------------- resets
     def _sample_joints(self, n: int, fraction: float) -> torch.Tensor:
         """Joint positions ``[n, nq]`` around mid-range: arm joints within ``fraction`` of their half-range."""
         q = self._ctrl_mid.repeat(n, 1)
-        u = self.rand(n, self.num_actions, low=-fraction, high=fraction).cpu().double()
+        u = self.rand(n, self.num_actions, low=-fraction, high=fraction).to(q)
         q[:, self._arm_act] += u * self._ctrl_half[self._arm_act]
         return q
 
@@ -159,7 +170,7 @@ class SO101ReachTask(TorchTask):
 
     def _apply_actions(self, actions: torch.Tensor) -> None:
         a = actions.clamp(-1.0, 1.0)
-        a64 = a.detach().cpu().double()
+        a64 = a.detach().to(self._ctrl_mid)
         arm = self._arm_act
         ctrl = self._ctrl.clone()
         if self.cfg.action_mode == "absolute":
@@ -199,6 +210,23 @@ class SO101ReachTask(TorchTask):
     def _terminated(self) -> torch.Tensor:
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
+    # ----------------------------------------------------------------- rendering (rslkit.envs.mujoco.render)
+    @property
+    def step_dt(self) -> float:
+        """Simulated seconds per :meth:`step`."""
+        return self.cfg.decimation * float(self.backend.model.opt.timestep)
+
+    def render_frame(self, env_id: int = 0, width: int = 320, height: int = 240) -> np.ndarray:
+        """RGB image ``[height, width, 3]`` (uint8) of env ``env_id``, its target drawn as a green sphere."""
+        from rslkit.envs.mujoco.models import load_so101_visual
+        from rslkit.envs.mujoco.render import BackendRenderer, CameraPose, Marker
+
+        renderer = getattr(self, "_renderer", None)
+        if renderer is None or renderer.size != (width, height):
+            camera = CameraPose(lookat=(0.15, 0.0, 0.12), distance=0.75, azimuth=140.0, elevation=-25.0)
+            renderer = self._renderer = BackendRenderer(load_so101_visual(), self.backend, width, height, camera)
+        return renderer.render(env_id, markers=[Marker(self.target[env_id].cpu().numpy())])
+
 
 def so101_reach_ppo_cfg():
     """PPO settings for ``so101-reach``: with 512 envs on 2 busy CPU cores (one torch thread, 2 sim threads) the
@@ -230,6 +258,6 @@ register_task(
         env_cfg=lambda: SO101ReachCfg(num_envs=512),
         make_env=_make,
         agent_cfgs={"ppo": so101_reach_ppo_cfg},
-        description="SO-101 arm reaching random end-effector targets (C MuJoCo, batched on CPU threads)",
+        description="SO-101 arm reaching random end-effector targets (MuJoCo; --sim mujoco|warp)",
     )
 )

@@ -8,7 +8,11 @@ from rslkit.models.flow.policy import FlowPolicy
 
 
 def rectified_flow_loss(
-    policy: FlowPolicy, obs_n: torch.Tensor, x1: torch.Tensor, generator: torch.Generator | None = None
+    policy: FlowPolicy,
+    obs_n: torch.Tensor,
+    x1: torch.Tensor,
+    generator: torch.Generator | None = None,
+    future_n: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Conditional flow-matching loss of a batch (Liu et al. 2022; Lipman et al. 2022).
 
@@ -18,10 +22,12 @@ def rectified_flow_loss(
         policy: the flow policy.
         obs_n: ``[B, D]`` normalized observations.
         x1: ``[B, Ta, A]`` normalized demonstrated action chunks (data, ``t = 1``).
+        future_n: ``[B, S]`` normalized future states (future-state policies; default: the observed state).
 
     Returns:
         Scalar loss (mean over batch, chunk and action dims).
     """
+    obs_n = policy.conditioning(obs_n, future_n)
     x0 = torch.randn(x1.shape, generator=generator, device=x1.device)
     t = torch.rand(x1.shape[0], generator=generator, device=x1.device)
     x_t = t.view(-1, 1, 1) * x1 + (1 - t.view(-1, 1, 1)) * x0
@@ -38,6 +44,7 @@ def shortcut_loss(
     min_step_log2: int = 7,
     target: FlowPolicy | None = None,
     generator: torch.Generator | None = None,
+    future_n: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Shortcut-model loss (Frans et al. 2024, "One Step Diffusion via Shortcut Models").
 
@@ -54,10 +61,12 @@ def shortcut_loss(
         bootstrap_fraction: share of the batch used for self-consistency targets.
         min_step_log2: the smallest step is ``2^-min_step_log2`` (the paper's M = 128 is 7).
         target: model that computes the self-consistency targets (e.g. the EMA copy); ``policy`` itself if None.
+        future_n: ``[B, S]`` normalized future states (future-state policies; default: the observed state).
 
     Returns:
         ``(loss, {"flow_matching": ..., "self_consistency": ...})``.
     """
+    obs_n = policy.conditioning(obs_n, future_n)
     if not policy.step_conditioned:
         raise ValueError("The shortcut loss needs a step-conditioned policy; set policy.objective 'shortcut'.")
     target = target or policy

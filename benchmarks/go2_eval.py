@@ -1,0 +1,98 @@
+"""Score a go2-flat checkpoint against the locomotion goal: 20 s episodes survived and planar velocity tracking error.
+
+Each of ``--num_envs`` envs runs exactly one full episode (20 s at the defaults) from a fresh reset with the
+deterministic policy, under the training conditions (domain randomization, pushes and observation noise on; turn
+pushes and noise off with ``--clean``). Reported:
+
+- ``survival``: fraction of episodes that reach the time-out without a fall (goal >= 0.95);
+- ``lin_vel_error``: mean over alive env-steps of ``|v*_xy - v_xy|`` in m/s (goal <= 0.2 for commands up to 1 m/s;
+  the task draws ``vx`` in [-1, 1], ``vy`` in [-0.5, 0.5] m/s), also restricted to commands with ``|v*_xy| <= 1``
+  and after the first second of each episode (the start-up transient);
+- ``ang_vel_error``: mean ``|w*_z - w_z|`` (rad/s).
+
+Usage: ``python benchmarks/go2_eval.py --checkpoint logs/go2-flat/<run>/model_<it>.pt [--num_envs 256] [--clean]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from rslkit.envs.registry import get_task  # noqa: E402
+from rslkit.envs.tasks.go2_flat import Go2FlatTask  # noqa: E402
+from rslkit.runners.registry import get_runner  # noqa: E402
+from rslkit.utils.checkpoint import load_checkpoint  # noqa: E402
+from rslkit.utils.config import from_dict  # noqa: E402
+
+
+def evaluate(runner, env: Go2FlatTask, warmup_steps: int) -> dict[str, float]:
+    """One full episode per env with the deterministic policy; see the module docstring for the figures."""
+    policy = runner.inference_policy()
+    n, steps = env.num_envs, int(env.max_episode_length)
+    alive = torch.ones(n, dtype=torch.bool)
+    err_sum, err_late, ang_sum = torch.zeros(n), torch.zeros(n), torch.zeros(n)
+    alive_steps, late_steps = torch.zeros(n), torch.zeros(n)
+    obs = env.reset()
+    runner.reset_inference(torch.ones(n, dtype=torch.bool, device=runner.device))
+    commands = env.commands.clone()
+    with torch.inference_mode():
+        for t in range(steps):
+            obs, _, dones, extras = env.step(policy(obs.to(runner.device)).to(env.device))
+            err, ang = env._lin_vel_error.cpu(), env._ang_vel_error.cpu()  # of the step just taken, before resets
+            err_sum += err * alive
+            ang_sum += ang * alive
+            alive_steps += alive.float()
+            late = alive & (t >= warmup_steps)
+            err_late += err * late
+            late_steps += late.float()
+            fell = dones.cpu() & ~extras["time_outs"].cpu()
+            alive &= ~fell
+    within = torch.linalg.vector_norm(commands[:, :2].cpu(), dim=-1) <= 1.0
+    return {
+        "episodes": float(n),
+        "survival": alive.float().mean().item(),
+        "lin_vel_error": (err_sum.sum() / alive_steps.sum()).item(),
+        "lin_vel_error_cmd_le_1": (err_sum[within].sum() / alive_steps[within].sum()).item(),
+        "lin_vel_error_after_1s": (err_late.sum() / late_steps.sum()).item(),
+        "ang_vel_error": (ang_sum.sum() / alive_steps.sum()).item(),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--num_envs", type=int, default=256, help="episodes (one per env)")
+    parser.add_argument("--seed", type=int, default=1_000_003)
+    parser.add_argument("--clean", action="store_true", help="no pushes, no observation noise")
+    parser.add_argument("--out", default="", help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    saved = load_checkpoint(Path(args.checkpoint))
+    if saved.get("task") != "go2-flat":
+        raise ValueError(f"{args.checkpoint} was trained on '{saved.get('task')}', not go2-flat.")
+    spec = get_task("go2-flat")
+    env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"])
+    env_cfg.num_envs, env_cfg.seed = args.num_envs, args.seed
+    if args.clean:
+        env_cfg.push_interval_s, env_cfg.noise_level = 0.0, 0.0
+    cfg_cls, runner_cls = get_runner(saved["algorithm"])
+    env = spec.make_env(env_cfg, "cpu")
+    runner = runner_cls(env, from_dict(cfg_cls, saved["agent_cfg"]), None, "cpu")
+    runner.load(args.checkpoint, weights_only=True)
+    stats = evaluate(runner, env, warmup_steps=round(1.0 / env.dt))
+    stats["clean"] = float(args.clean)
+    print(json.dumps(stats, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"checkpoint": args.checkpoint, **stats}, indent=1))
+    return stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""The transport-agnostic control loop: joint states and commands in, safe joint commands out.
+
+Events come from any transport (the rclpy node, a replayed MCAP file, a test) with their time on a monotonic
+clock in seconds. Per tick: check faults (latched policy failure, a bad or missing joint, a stale state), build
+the observation, run the policy (step and recurrent policies directly, chunk policies through the asynchronous
+chunk engine), map the action to joint targets, rate-limit and clamp. On any fault the output holds the last
+command (or, before the first command, the measured position) and the reason is logged once per fault.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from rslkit.deploy.async_engine import AsyncChunkEngine, AsyncEngineCfg, Inference
+from rslkit.deploy.clock import Clock, MonotonicClock
+from rslkit.deploy.future_state import FutureStateConditioner
+from rslkit.deploy.inference_worker import ChunkFn, ThreadedInference
+from rslkit.deploy.onnx_policy import OnnxPolicy
+from rslkit.deploy.ros2.config import ControllerCfg
+from rslkit.deploy.ros2.joint_map import JointReorder
+from rslkit.deploy.ros2.limits import CommandLimiter
+from rslkit.deploy.ros2.observation import ObservationBuilder
+from rslkit.deploy.ros2.tick_gate import TickGate
+from rslkit.deploy.ros2.watchdog import Watchdog
+
+Status = Literal["run", "hold", "startup"]
+TickSource = Literal["state", "timer", "shutdown"]
+InferenceFactory = Callable[[ChunkFn, Clock], Inference]
+
+
+class Log(Protocol):
+    """``logging.Logger`` or an rclpy node's logger."""
+
+    def info(self, msg: str) -> Any: ...
+
+    def warning(self, msg: str) -> Any: ...
+
+
+@dataclass
+class ControlOutput:
+    """One joint command: ``positions [J]`` in ``joint_names`` order."""
+
+    positions: np.ndarray
+    status: Status
+    """``run``: from the policy; ``hold``: holding because of ``reason``; ``startup``: holding until the first
+    action chunk arrives."""
+    reason: str
+    tick: int
+    """Control tick index (watchdog holds between ticks repeat the last index)."""
+    source: TickSource
+    """What produced it: a joint state, the timer, or the shutdown."""
+
+
+class _EngineRobot:
+    """The chunk engine's view of the controller: the current observation in, the planned action out."""
+
+    def __init__(self) -> None:
+        self.obs: np.ndarray | None = None
+        self.action: np.ndarray | None = None
+
+    def observe(self) -> np.ndarray | None:
+        return self.obs
+
+    def act(self, action: np.ndarray) -> None:
+        self.action = action
+
+
+class PolicyController:
+    """Runs an :class:`~rslkit.deploy.onnx_policy.OnnxPolicy` on joint states with limits and a watchdog.
+
+    Args:
+        policy: the exported policy (``step``, ``recurrent`` or ``chunk``; one observation group).
+        cfg: joints, observation terms, action mapping, limits and timing.
+        logger: where fault and recovery messages go (default: this module's logger).
+        clock: the chunk engine's clock (latency timestamps).
+        inference_factory: builds the chunk engine's inference (default: a worker thread).
+
+    Raises:
+        ValueError: when the policy does not fit the settings (groups, action size, observation size).
+    """
+
+    def __init__(
+        self,
+        policy: OnnxPolicy,
+        cfg: ControllerCfg,
+        logger: Log | None = None,
+        clock: Clock | None = None,
+        inference_factory: InferenceFactory | None = None,
+    ) -> None:
+        cfg.validate()
+        meta = policy.meta
+        if len(meta.obs_groups) != 1:
+            raise ValueError(
+                f"The policy reads observation groups {list(meta.obs_groups)}; the controller feeds one group. "
+                "Export a policy with a single actor observation group."
+            )
+        self.obs_dim = int(np.prod(next(iter(meta.obs_groups.values()))))
+        n = len(cfg.joint_names)
+        if meta.action_dim != n:
+            raise ValueError(
+                f"The policy outputs {meta.action_dim} actions but joint_names lists {n} joints; list one joint "
+                "per action, in the policy's order."
+            )
+        self.policy, self.cfg = policy, cfg
+        self.log: Log = logger or logging.getLogger(__name__)
+        self.clock = clock or MonotonicClock()
+        self.inference_factory: InferenceFactory = inference_factory or ThreadedInference
+        self.builder = ObservationBuilder(cfg, self.obs_dim)
+        self.reorder = JointReorder(cfg.joint_names)
+        self.limiter = CommandLimiter(cfg)
+        self.watchdog = Watchdog(cfg.state_timeout_s)
+        self.gate = TickGate(cfg.rate_hz)
+        self.default = np.asarray(cfg.default_positions if cfg.default_positions is not None else np.zeros(n))
+        self.scale = np.broadcast_to(np.asarray(cfg.action_scale, np.float64), (n,))
+        self.position: np.ndarray | None = None
+        self.velocity: np.ndarray | None = None
+        self.command = np.zeros(cfg.command_dim, np.float32)
+        self.command_time: float | None = None
+        self.last_action = np.zeros(n, np.float32)
+        self.last_command: np.ndarray | None = None
+        self.state_fault: str | None = None
+        self.latched: str | None = None
+        self.ticks = 0
+        self.counts: Counter[str] = Counter()
+        """Outputs per status, holds per fault source, ignored inputs."""
+        self._hold_source: str | None = None
+        self._last_arrival: float | None = None
+        self._warned: set[str] = set()
+        self._engine: AsyncChunkEngine | None = None
+        self._inference: Inference | None = None
+        self._robot = _EngineRobot()
+        self._engine_tick = 0
+        if self.is_chunk:
+            self._start_engine()
+
+    @property
+    def is_chunk(self) -> bool:
+        """Whether the policy returns action chunks (run through the asynchronous engine)."""
+        return self.policy.kind == "chunk"
+
+    @property
+    def holding(self) -> bool:
+        """Whether the last output was a fault hold."""
+        return self._hold_source is not None
+
+    # ------------------------------------------------------------------ inputs
+    def on_joint_state(
+        self,
+        now: float,
+        names: Sequence[str],
+        position: Sequence[float],
+        velocity: Sequence[float] = (),
+        stamp: float | None = None,
+    ) -> ControlOutput | None:
+        """Take a joint state received at ``now`` (seconds, monotonic); with ``trigger="state"`` it may run a tick.
+
+        Args:
+            stamp: the state's sample time in seconds (its header stamp) for the tick schedule; None or 0: ``now``.
+                Staleness is always judged by arrival time.
+
+        Returns:
+            The command to send, when this state started a tick.
+        """
+        self._last_arrival = now
+        self.state_fault = self._read_state(now, names, position, velocity)
+        if self.cfg.trigger == "state" and self.gate.ready(stamp or now):
+            return self.tick(now, "state")
+        return None
+
+    def on_command(self, now: float, values: Sequence[float]) -> None:
+        """Take a command input (e.g. a velocity command ``[vx, vy, wz]``); malformed ones are ignored and logged."""
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.shape != (self.cfg.command_dim,):
+            self._warn_once(
+                "command-size", f"Ignoring a command with {arr.size} values; command_dim is {self.cfg.command_dim}."
+            )
+            self.counts["ignored_commands"] += 1
+            return
+        if not np.isfinite(arr).all():
+            self._warn_once("command-nan", "Ignoring a command with non-finite values.")
+            self.counts["ignored_commands"] += 1
+            return
+        self.command, self.command_time = arr.astype(np.float32), now
+
+    def on_timer(self, now: float) -> ControlOutput | None:
+        """The fixed-rate timer fired: a tick (``trigger="timer"``), or the watchdog check (``trigger="state"``).
+
+        With ``trigger="state"`` the timer only speaks when no joint state at all arrived for ``state_timeout_s``
+        (arriving states hold by themselves when they are invalid or the policy failed).
+        """
+        if self._last_arrival is None:
+            return None  # nothing received: nothing to hold yet, no tick counted
+        if self.cfg.trigger == "timer":
+            return self.tick(now, "timer")
+        if now - self._last_arrival <= self.cfg.state_timeout_s:
+            return None
+        stale = self.watchdog.fault(now) or "joint state is stale"
+        return self._hold(self.latched or stale, "latched" if self.latched else "watchdog", "timer")
+
+    def shutdown(self, now: float) -> ControlOutput | None:
+        """Stop for good: close the chunk engine and return the final hold command (None: nothing to hold)."""
+        self.latched = self.latched or "node shutting down"
+        self._stop_engine()
+        return self._hold(self.latched, "latched", "shutdown")
+
+    # ------------------------------------------------------------------ tick
+    def tick(self, now: float, source: TickSource = "timer") -> ControlOutput | None:
+        """One control tick at ``now``: the policy's safe command, or a hold with its reason."""
+        self.ticks += 1
+        if self.latched:
+            return self._hold(self.latched, "latched", source)
+        if self.state_fault:
+            return self._hold(self.state_fault, "state", source)
+        stale = self.watchdog.fault(now)
+        if stale:
+            return self._hold(stale, "watchdog", source)
+        assert self.position is not None
+        resuming = self._hold_source is not None
+        if resuming:
+            self.log.info(f"Joint state valid again; resuming the policy at tick {self.ticks - 1}.")
+            self._hold_source = None
+        obs = self.builder(self.position, self.velocity, self._current_command(now), self.last_action)
+        try:
+            if resuming and self.is_chunk:  # the old plan was made for a state that no longer holds
+                self._stop_engine()
+                self._start_engine()
+            elif resuming:
+                self.policy.reset()  # a recurrent policy's memory does not span the gap
+            action = self._chunk_action(obs) if self.is_chunk else np.asarray(self.policy(obs), np.float32)
+        except (RuntimeError, ValueError) as err:  # inference failed, or a delay beyond the trained offsets
+            return self._latch(f"policy failed: {err}", source)
+        if action is None:
+            return self._output(self._hold_target(), "startup", "waiting for the first action chunk", source)
+        bad = ~np.isfinite(action)
+        if bad.any():
+            joints = [j for j, b in zip(self.cfg.joint_names, bad) if b]
+            return self._latch(f"policy returned non-finite actions for joints {joints}", source)
+        target = self.default + self.scale * action.astype(np.float64)
+        previous = self.last_command if self.last_command is not None else self.position
+        command = self.limiter(target, previous)
+        self.last_action, self.last_command = action, command
+        return self._output(command, "run", "", source)
+
+    # ------------------------------------------------------------------ pieces
+    def _read_state(
+        self, now: float, names: Sequence[str], position: Sequence[float], velocity: Sequence[float]
+    ) -> str | None:
+        if len(position) != len(names):
+            return f"joint state has {len(names)} names but {len(position)} positions"
+        index = self.reorder.index(names)
+        if isinstance(index, list):
+            return f"joint state is missing joints {index}"
+        pos = self.reorder.take(index, position)
+        vel = None
+        if self.builder.needs_velocity:
+            if len(velocity) != len(names):
+                return f"joint state has {len(velocity)} velocities for {len(names)} joints (observation needs them)"
+            vel = self.reorder.take(index, velocity)
+        for what, values in (("positions", pos), ("velocities", vel)):
+            if values is not None and not np.isfinite(values).all():
+                joints = [j for j, ok in zip(self.cfg.joint_names, np.isfinite(values)) if not ok]
+                return f"joint state has non-finite {what} for joints {joints}"
+        self.position, self.velocity = pos, vel
+        self.watchdog.feed(now)
+        return None
+
+    def _current_command(self, now: float) -> np.ndarray:
+        timeout = self.cfg.command_timeout_s
+        if timeout > 0 and self.command_time is not None and now - self.command_time > timeout:
+            self.log.warning(f"No command for {now - self.command_time:.3f} s (timeout {timeout} s); using zeros.")
+            self.command, self.command_time = np.zeros_like(self.command), None
+        return self.command
+
+    def _hold_target(self) -> np.ndarray | None:
+        if self.last_command is None and self.position is not None:
+            self.last_command = self.limiter.clamp(self.position.copy())
+        return self.last_command
+
+    def _hold(self, reason: str, fault_source: str, source: TickSource) -> ControlOutput | None:
+        if self._hold_source != fault_source:
+            self.log.warning(f"Holding position: {reason}.")
+            self._hold_source = fault_source
+        self.counts[f"hold:{fault_source}"] += 1
+        return self._output(self._hold_target(), "hold", reason, source)
+
+    def _latch(self, reason: str, source: TickSource) -> ControlOutput | None:
+        self.latched = f"{reason} (latched until restart)"
+        self._stop_engine()
+        return self._hold(self.latched, "latched", source)
+
+    def _output(
+        self, positions: np.ndarray | None, status: Status, reason: str, source: TickSource
+    ) -> ControlOutput | None:
+        if positions is None:
+            self._warn_once("nothing", "No joint state yet: nothing to command or hold.")
+            return None
+        self.counts[status] += 1
+        return ControlOutput(positions.copy(), status, reason, max(0, self.ticks - 1), source)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.log.warning(message)
+
+    # ------------------------------------------------------------------ chunk engine
+    def _chunk_fn(self, obs: Any) -> np.ndarray:
+        """``obs [D]`` (or a ``ConditionedObservation``) -> chunk ``[Ta, A]`` on the inference thread."""
+        return np.asarray(self.policy(obs))
+
+    def _start_engine(self) -> None:
+        engine_cfg = AsyncEngineCfg(
+            rate_hz=self.cfg.rate_hz,
+            merge=self.cfg.chunk_merge,
+            chunk_start="delay",
+            initial_latency_s=self.cfg.chunk_initial_latency_s,
+            starvation="hold",
+        )
+        conditioner = None
+        if self.policy.meta.future_state_slice is not None:  # trained with VLASH offsets: feed the future state
+            conditioner = FutureStateConditioner.for_policy(self.policy.meta, self.cfg.future_state_mode)
+        self._inference = self.inference_factory(self._chunk_fn, self.clock)
+        self._engine = AsyncChunkEngine(self._robot, self._inference, self.clock, engine_cfg, conditioner)
+        self._engine_tick = 0
+
+    def _stop_engine(self) -> None:
+        close = getattr(self._inference, "close", None)
+        if close is not None:
+            close()
+        self._engine, self._inference = None, None
+
+    def _chunk_action(self, obs: np.ndarray) -> np.ndarray | None:
+        assert self._engine is not None
+        self._robot.obs, self._robot.action = obs, None
+        action = self._engine.step(self._engine_tick)
+        self._engine_tick += 1
+        return None if action is None else np.asarray(action, np.float32)
+
+    @property
+    def engine(self) -> AsyncChunkEngine | None:
+        """The chunk engine (chunk policies; None after a latched fault or shutdown)."""
+        return self._engine

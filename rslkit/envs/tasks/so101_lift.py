@@ -1,0 +1,305 @@
+"""SO-101 arm grasping a cube on the floor and lifting it, simulated by a batched MuJoCo backend."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from rslkit.envs.torch_task import TaskCfg, TorchTask
+
+if TYPE_CHECKING:
+    from rslkit.envs.mujoco.render import BackendRenderer
+
+# Kept here so that importing this module (which registers the task) needs no MuJoCo.
+ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+GRIPPER = "gripper"
+CUBE_HALF_SIZE = 0.02
+"""Half edge of the pick scene's cube (metres): resting on the floor its centre is this high."""
+
+
+def _import_mujoco():
+    """MuJoCo, the model loader and the backend factory, imported when a task is built."""
+    try:
+        import mujoco
+
+        from rslkit.envs.mujoco import models
+        from rslkit.envs.mujoco.backend import MujocoBackendCfg
+        from rslkit.envs.mujoco.factory import make_backend
+    except ImportError as err:
+        raise ImportError(
+            f"so101-lift needs MuJoCo >= 4.0 ({err}); install it with `pip install -e '.[mujoco]'`."
+        ) from err
+    return mujoco, models, MujocoBackendCfg, make_backend
+
+
+@dataclass
+class SO101LiftCfg(TaskCfg):
+    """Control, cube placement and reward weights of ``so101-lift``."""
+
+    episode_length: int = 100
+    """Control steps per episode (2 s at the default 50 Hz)."""
+    sim: str = "mujoco"
+    """Physics backend (``--env.sim``), see :func:`rslkit.envs.mujoco.factory.make_backend`."""
+    sim_threads: int = 0
+    """Threads stepping the simulations (0: all CPU cores)."""
+    decimation: int = 10
+    """Physics substeps of 2 ms per control step (10: 50 Hz control)."""
+    gripper_open: float = 1.0
+    """Gripper joint target (rad) when the gripper action is > 0 (fingertip pads ~85 mm apart; the cube is 40 mm)."""
+    gripper_closed: float = -0.17
+    """Gripper joint target (rad) when the gripper action is <= 0: fully closed, so the servo squeezes the cube at
+    its force limit (3.35 N m)."""
+    cube_x: tuple[float, float] = (0.2, 0.28)
+    """Range of the cube's initial x (metres in front of the base; the gripper hangs at x = 0.39 in the home pose)."""
+    cube_y: tuple[float, float] = (-0.05, 0.05)
+    cube_yaw: float = math.pi / 8
+    """Initial yaw of the cube is uniform in ``[-cube_yaw, cube_yaw]`` (rad)."""
+    init_noise: float = 0.05
+    """Initial arm joint positions: mid-range (the home pose) +- this fraction of the half-range; gripper open."""
+    lift_height: float = 0.05
+    """Success: the cube's centre is this far (metres) above its resting height."""
+    max_cube_travel: float = 0.25
+    """The episode terminates when the cube is pushed this far (metres, horizontally) from where it started."""
+    reach_weight: float = 1.0
+    """``+w * (1 - tanh(d / reach_scale))``, ``d``: cube centre to the midpoint of the fingertip pads."""
+    reach_scale: float = 0.05
+    grasp_weight: float = 2.0
+    """``+w`` per step in which both jaws touch the cube."""
+    lift_weight: float = 10.0
+    """``+w * clip((height - lift_min) / (lift_height - lift_min), 0, 1)``, ``height``: of the cube above its resting
+    height."""
+    lift_min: float = 0.015
+    """Heights below this earn no lift reward: a cube tipped onto an edge rises 8 mm, and a first policy learned to
+    tip it instead of grasping it."""
+    success_weight: float = 10.0
+    """``+w`` per step in which the cube is at least ``lift_height`` up (the sparse success signal)."""
+    action_rate_weight: float = 0.01
+    """``-w * |a_t - a_{t-1}|^2``."""
+    joint_vel_weight: float = 0.0005
+    """``-w * |qd_arm|^2`` (rad/s)."""
+
+
+class SO101LiftTask(TorchTask):
+    """Grasp the cube in front of the SO-101 and lift it by ``lift_height``.
+
+    Actions ``[N, 6]`` in ``[-1, 1]`` (clipped): the first five set absolute position targets of the arm joints
+    (0 = mid-range, the home pose; +-1 = the ends of each joint's control range), the sixth opens (> 0) or closes
+    (<= 0) the gripper. Position servos (kp 17.8, force limit 3.35 N m) track the targets.
+
+    Observation group ``policy`` ``[N, 33]``: joint positions normalized to ``[-1, 1]`` by their ranges (6),
+    joint velocities / 10 (6), midpoint of the fingertip pads (3), cube position (3), cube - pad midpoint (3),
+    cube orientation quaternion (4), jaw-cube contact flags (2), last action (6).
+
+    Reward terms (logged per term as ``Episode_Reward/<name>``): ``reach``, ``grasp``, ``lift``, ``success``,
+    ``action_rate``, ``joint_vel``. ``extras["success"]``: the cube is ``lift_height`` above its resting height
+    (read where ``dones``). Episodes terminate when the cube is pushed away (``max_cube_travel``), else time out.
+    Renders with :meth:`render_frame` (see :mod:`rslkit.envs.mujoco.render`).
+    """
+
+    cfg: SO101LiftCfg
+
+    def __init__(self, cfg: SO101LiftCfg, device: str | torch.device = "cpu") -> None:
+        if not 0.0 <= cfg.lift_min < cfg.lift_height:
+            raise ValueError(f"Need 0 <= lift_min < lift_height (metres), got {cfg.lift_min} and {cfg.lift_height}.")
+        if not (cfg.cube_x[0] <= cfg.cube_x[1] and cfg.cube_y[0] <= cfg.cube_y[1]):
+            raise ValueError(f"cube_x and cube_y must be (low, high) ranges, got {cfg.cube_x} and {cfg.cube_y}.")
+        mujoco, models, MujocoBackendCfg, make_backend = _import_mujoco()
+        super().__init__(cfg, num_actions=len(ARM_JOINTS) + 1, device=device)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.num_actions,), np.float32)
+        model = models.load_so101_lift()
+        backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
+        self.backend = make_backend(model, self.num_envs, backend_cfg, sim=cfg.sim, device=self.device)
+        self.step_dt = cfg.decimation * float(model.opt.timestep)
+        """Simulated seconds per :meth:`step`."""
+        self._renderer: BackendRenderer | None = None
+
+        def obj(kind, name: str) -> int:
+            return int(mujoco.mj_name2id(model, kind, name))
+
+        # Joint and control constants live where the backend keeps its tensors (CPU, or the GPU for --sim warp).
+        sim_device = self.backend.qpos.device
+        act_ids = [obj(mujoco.mjtObj.mjOBJ_ACTUATOR, j) for j in (*ARM_JOINTS, GRIPPER)]
+        self._act = torch.tensor(act_ids, device=sim_device)
+        qpos_ids = [int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in act_ids]
+        self._qpos_ids = torch.tensor(qpos_ids, device=sim_device)
+        dof_ids = [int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in act_ids]
+        self._dof_ids = torch.tensor(dof_ids, device=sim_device)
+        cube_joint = int(model.body_jntadr[obj(mujoco.mjtObj.mjOBJ_BODY, models.SO101_CUBE)])
+        self._cube_qpos = int(model.jnt_qposadr[cube_joint])
+        self._tip_sites = [obj(mujoco.mjtObj.mjOBJ_SITE, s) for s in models.SO101_JAW_TIPS]
+        self._touch_cols = [self.backend.sensor_slice(s).start for s in models.SO101_JAW_SENSORS]
+        ctrl_range = torch.as_tensor(model.actuator_ctrlrange, dtype=torch.float64, device=sim_device)
+        self._ctrl_low, self._ctrl_high = ctrl_range[:, 0], ctrl_range[:, 1]
+        self._ctrl_mid = 0.5 * (self._ctrl_low + self._ctrl_high)
+        self._ctrl_half = 0.5 * (self._ctrl_high - self._ctrl_low)
+        self._qpos0 = torch.as_tensor(model.qpos0, dtype=torch.float64, device=sim_device)
+        n = self.num_envs
+        self.cube_start = torch.zeros(n, 3, device=self.device)
+        self.cube_pos = torch.zeros(n, 3, device=self.device)
+        self.cube_quat = torch.zeros(n, 4, device=self.device)
+        self.grasp_point = torch.zeros(n, 3, device=self.device)
+        self.touch = torch.zeros(n, 2, device=self.device)
+        self.last_action = torch.zeros(n, self.num_actions, device=self.device)
+        self._prev_action = self.last_action.clone()
+        self._reset_all()
+
+    # ----------------------------------------------------------------- state
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"physics": self.backend.state, "cube_start": self.cube_start, "last_action": self.last_action}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state saved by :meth:`state_dict`, MuJoCo's integration state included (exact resume)."""
+        super().load_state_dict(state)
+        self.backend.forward()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Read the cube, fingertips and contacts of every env from the backend."""
+        qpos = self.backend.qpos
+        c = self._cube_qpos
+        self.cube_pos = qpos[:, c : c + 3].to(self.device, torch.float32)
+        self.cube_quat = qpos[:, c + 3 : c + 7].to(self.device, torch.float32)
+        tips = self.backend.site_xpos()[:, self._tip_sites]
+        self.grasp_point = tips.mean(1).to(self.device, torch.float32)
+        sensors = self.backend.sensordata()
+        self.touch = (sensors[:, self._touch_cols] > 0).to(self.device, torch.float32)
+
+    # ----------------------------------------------------------------- resets
+    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+        c, k = self.cfg, env_ids.numel()
+        q = self._qpos0.repeat(k, 1)
+        arm = self._act[:-1]
+        q[:, self._qpos_ids[:-1]] = (
+            self._ctrl_mid[arm] + self._rand64(k, 5, -c.init_noise, c.init_noise) * self._ctrl_half[arm]
+        )
+        q[:, self._qpos_ids[-1]] = c.gripper_open
+        x = self._rand64(k, 1, *c.cube_x)
+        y = self._rand64(k, 1, *c.cube_y)
+        half_yaw = 0.5 * self._rand64(k, 1, -c.cube_yaw, c.cube_yaw)
+        zeros = torch.zeros_like(x)
+        cube = torch.cat((x, y, zeros + CUBE_HALF_SIZE, half_yaw.cos(), zeros, zeros, half_yaw.sin()), -1)
+        q[:, self._cube_qpos : self._cube_qpos + 7] = cube
+        ctrl = q[:, self._qpos_ids].clone()
+        self.backend.set_joint_state(env_ids.cpu(), q, ctrl=ctrl)
+        self.cube_start[env_ids] = cube[:, :3].to(self.device, torch.float32)
+        self.last_action[env_ids] = 0.0
+        self._refresh()
+
+    def _rand64(self, n: int, d: int, low: float, high: float) -> torch.Tensor:
+        return self.rand(n, d, low=low, high=high).to(self._qpos0)
+
+    # ----------------------------------------------------------------- stepping
+    def _pre_step(self) -> None:
+        self._prev_action.copy_(self.last_action)
+
+    def _apply_actions(self, actions: torch.Tensor) -> None:
+        a = actions.clamp(-1.0, 1.0)
+        a64 = a.detach().to(self._ctrl_mid)
+        arm = self._act[:-1]
+        ctrl = self.backend.ctrl.to(self._ctrl_mid, copy=True)  # float64 (warp: a float32 view)
+        ctrl[:, arm] = self._ctrl_mid[arm] + a64[:, :-1] * self._ctrl_half[arm]
+        ctrl[:, self._act[-1]] = torch.where(a64[:, -1] > 0, self.cfg.gripper_open, self.cfg.gripper_closed)
+        ctrl = torch.minimum(torch.maximum(ctrl, self._ctrl_low), self._ctrl_high)
+        self.backend.step(ctrl)
+        self.last_action = a.detach().clone()
+        self._refresh()
+
+    def lift(self) -> torch.Tensor:
+        """Height of the cube above its resting height ``[N]`` (metres)."""
+        return self.cube_pos[:, 2] - CUBE_HALF_SIZE
+
+    def grasped(self) -> torch.Tensor:
+        """``[N]`` bool: both jaws touch the cube."""
+        return self.touch.sum(-1) >= 2
+
+    def _observations(self) -> TensorDict:
+        q = self.backend.qpos[:, self._qpos_ids]
+        q_norm = ((q - self._ctrl_mid[self._act]) / self._ctrl_half[self._act]).to(self.device, torch.float32)
+        qd = (0.1 * self.backend.qvel[:, self._dof_ids]).to(self.device, torch.float32)
+        rel = self.cube_pos - self.grasp_point
+        parts = (q_norm, qd, self.grasp_point, self.cube_pos, rel, self.cube_quat, self.touch, self.last_action)
+        return TensorDict({"policy": torch.cat(parts, -1)}, batch_size=[self.num_envs], device=self.device)
+
+    def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        c = self.cfg
+        dist = torch.linalg.vector_norm(self.cube_pos - self.grasp_point, dim=-1)
+        height = self.lift()
+        qd = self.backend.qvel[:, self._dof_ids[:-1]].to(self.device, torch.float32)
+        return {
+            "reach": c.reach_weight * (1.0 - torch.tanh(dist / c.reach_scale)),
+            "grasp": c.grasp_weight * self.grasped().float(),
+            "lift": c.lift_weight * ((height - c.lift_min) / (c.lift_height - c.lift_min)).clamp(0.0, 1.0),
+            "success": c.success_weight * self._success().float(),
+            "action_rate": -c.action_rate_weight * (self.last_action - self._prev_action).square().sum(-1),
+            "joint_vel": -c.joint_vel_weight * qd.square().sum(-1),
+        }
+
+    def _success(self) -> torch.Tensor:
+        return self.lift() >= self.cfg.lift_height
+
+    def _terminated(self) -> torch.Tensor:
+        travel = torch.linalg.vector_norm(self.cube_pos[:, :2] - self.cube_start[:, :2], dim=-1)
+        return travel > self.cfg.max_cube_travel
+
+    # ----------------------------------------------------------------- rendering
+    def render_frame(self, env_id: int = 0, width: int = 320, height: int = 240) -> np.ndarray:
+        """RGB image ``[height, width, 3]`` (uint8) of env ``env_id`` with the visual meshes, seen from the front left.
+
+        The first call builds an offscreen renderer (see :mod:`rslkit.envs.mujoco.render` for the GL set-up).
+        """
+        from rslkit.envs.mujoco.models import load_so101_lift
+        from rslkit.envs.mujoco.render import BackendRenderer, CameraPose
+
+        if self._renderer is None or self._renderer.size != (width, height):
+            if self._renderer is not None:
+                self._renderer.close()
+            visual = load_so101_lift(visual=True)
+            camera = CameraPose(lookat=(0.2, 0.0, 0.08), distance=0.65, azimuth=140.0, elevation=-25.0)
+            self._renderer = BackendRenderer(visual, self.backend, width, height, camera=camera)
+        return self._renderer.render(env_id)
+
+    def close(self) -> None:
+        """Release the renderer (if one was built) and the physics."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        self.backend.close()
+
+
+def so101_lift_ppo_cfg():
+    """PPO settings for ``so101-lift`` (see docs/benchmarks.md for what they reach on a 2-core CPU)."""
+    from rslkit.algorithms.ppo import PPOCfg
+    from rslkit.models.actor_critic import PolicyCfg
+    from rslkit.runners.config import PPORunnerCfg
+
+    return PPORunnerCfg(
+        algorithm=PPOCfg(gamma=0.98, lam=0.95, entropy_coef=0.002, learning_rate=5e-4, num_mini_batches=4),
+        policy=PolicyCfg(actor_hidden_dims=(256, 128), critic_hidden_dims=(256, 128), init_std=0.5),
+        num_steps_per_env=24,
+        max_iterations=500,
+        save_interval=50,
+        init_at_random_ep_len=True,
+    )
+
+
+def _make(cfg: SO101LiftCfg, device: str) -> SO101LiftTask:
+    return SO101LiftTask(cfg, device)
+
+
+from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
+
+register_task(
+    TaskSpec(
+        name="so101-lift",
+        env_cfg=lambda: SO101LiftCfg(num_envs=512),
+        make_env=_make,
+        agent_cfgs={"ppo": so101_lift_ppo_cfg},
+        description="SO-101 arm grasping and lifting a cube (MuJoCo, batched on CPU threads)",
+    )
+)

@@ -1,0 +1,60 @@
+"""ROS 2 tests: real rclpy (PyPI Jazzy wheels) in .venv-ros, run by `make test` inside a private network namespace.
+
+They need rclpy, which lives in its own virtual environment (.venv-ros) because its wheels re-exec every Python
+start. In the main .venv these files are not collected (explicitly, below). With RSLKIT_ROS_TESTS=1 (set by the
+Makefile) a missing rclpy or a network that is not an isolated loopback is an error instead, so a broken set-up
+can never pass silently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+REQUIRED = os.environ.get("RSLKIT_ROS_TESTS") == "1"
+HAVE_RCLPY = importlib.util.find_spec("rclpy") is not None
+
+if not HAVE_RCLPY:
+    if REQUIRED:
+        raise RuntimeError("RSLKIT_ROS_TESTS=1 but rclpy is not importable; run the ROS tests with .venv-ros.")
+    collect_ignore_glob = ["test_*.py"]  # main .venv: rclpy lives in .venv-ros (make test runs these there)
+
+
+def _interfaces() -> set[str]:
+    """Network interfaces of this process's namespace (/sys/class/net may show the host's)."""
+    return {name for _, name in socket.if_nameindex()}
+
+
+if REQUIRED:
+    if os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") != "LOCALHOST":
+        raise RuntimeError("Set ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST for the ROS tests (make test does).")
+    if _interfaces() != {"lo"}:
+        raise RuntimeError(
+            f"The ROS tests must run in a private network namespace (interfaces: {sorted(_interfaces())}); use "
+            "`make test`, which runs them under `unshare -n`."
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # rosidl's parser imports lark, which imports the deprecated sre_parse / sre_constants
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:lark.utils")
+
+
+@pytest.fixture(scope="session")
+def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Small ONNX policies built with the onnx helper API (the ROS venv has no torch)."""
+    from rslkit.deploy.ros2.synthetic import chunk_policy, mlp_policy
+
+    d = tmp_path_factory.mktemp("policies")
+    return {
+        # 3 joints, observation joint_pos + last_action (6)
+        "mlp3": mlp_policy(d / "mlp3.onnx", 6, 3, hidden=(32, 32), control_rate_hz=200.0, seed=1),
+        # 3 joints, observation joint_pos + command (1): NaN while the command is negative
+        "nan3": mlp_policy(d / "nan3.onnx", 4, 3, hidden=(16,), control_rate_hz=100.0, nan_when_negative=3),
+        # 3 joints, chunk of 8, observation joint_pos + joint_vel (6)
+        "chunk3": chunk_policy(d / "chunk3.onnx", 6, 3, 8, hidden=(32,), control_rate_hz=200.0, seed=2),
+    }
