@@ -87,6 +87,7 @@ def plan_export(
     task: str | None = None,
     control_rate_hz: float | None = None,
     num_flow_steps: int | None = None,
+    names: dict[str, Any] | None = None,
 ) -> ExportPlan:
     """Wrap ``policy`` (ActorCritic, SACModel or FlowPolicy) for export, with batch-1 example inputs.
 
@@ -97,6 +98,7 @@ def plan_export(
         task: task name for the metadata.
         control_rate_hz: env steps per second for the metadata.
         num_flow_steps: Euler steps ``K`` to unroll (flow policies; default the policy's own).
+        names: ``action_names`` / ``joint_names`` / ``obs_names`` for the metadata (see :func:`env_names`).
 
     Raises:
         ValueError: for an unsupported policy type or missing sizes.
@@ -104,7 +106,10 @@ def plan_export(
     policy.eval()
 
     def metadata(**fields: Any) -> PolicyMetadata:
-        return PolicyMetadata(algorithm=algorithm, task=task, control_rate_hz=control_rate_hz, **fields)
+        extra = {k: v for k, v in (names or {}).items() if k != "obs_names"}
+        if names and names.get("obs_names"):
+            extra["obs_names"] = {g: v for g, v in names["obs_names"].items() if g in fields["obs_groups"]}
+        return PolicyMetadata(algorithm=algorithm, task=task, control_rate_hz=control_rate_hz, **extra, **fields)
 
     if isinstance(policy, ActorCritic):
         groups = list(policy.obs_groups["actor"])
@@ -128,19 +133,19 @@ def plan_export(
             return ExportPlan(module, examples, axes, meta)
         mem = policy.actor_memory
         rec = PPORecurrentGraph(policy)
-        names = ["h", "c"] if mem.is_lstm else ["h"]
-        state = tuple(torch.zeros(mem.num_layers, 1, mem.hidden_dim) for _ in names)
-        outs = [f"{n}_out" for n in names]
-        for n in names + outs:
+        state_names = ["h", "c"] if mem.is_lstm else ["h"]
+        state = tuple(torch.zeros(mem.num_layers, 1, mem.hidden_dim) for _ in state_names)
+        outs = [f"{n}_out" for n in state_names]
+        for n in state_names + outs:
             axes[n] = {1: "batch"}
         axes["actions"] = {0: "batch"}
         meta = metadata(
             kind="recurrent",
             obs_groups={g: [dims[g]] for g in groups},
             action_dim=num_actions,
-            input_names=groups + names,
+            input_names=groups + state_names,
             output_names=["actions", *outs],
-            state_shapes={n: [mem.num_layers, -1, mem.hidden_dim] for n in names},
+            state_shapes={n: [mem.num_layers, -1, mem.hidden_dim] for n in state_names},
             rnn_type="lstm" if mem.is_lstm else "gru",
         )
         return ExportPlan(rec, examples + state, axes, meta)
@@ -263,9 +268,35 @@ def load_checkpoint_policy(checkpoint: str | Path, task: str | None = None) -> t
         "control_rate_hz": control_rate_from_env_cfg(saved.get("env_cfg")),
         "obs_dims": {k: int(obs[k].shape[-1]) for k in obs.keys() if obs[k].dim() == 2},
     }
+    info.update(env_names(env))
     if saved["algorithm"] == "reinflow":
         info["num_flow_steps"] = int(runner.alg.chain.num_steps)
     return runner.policy, info
+
+
+def env_names(env: Any) -> dict[str, Any]:
+    """The optional ``action_names``, ``joint_names`` and ``observation_names`` of an env (see ``VecEnv``), checked
+    against its sizes, as metadata fields (``obs_names`` for the observation names).
+
+    Raises:
+        ValueError: a name list does not match the size it names.
+    """
+    out: dict[str, Any] = {}
+    for attr, key in (("action_names", "action_names"), ("joint_names", "joint_names")):
+        names = getattr(env, attr, None)
+        if names is not None:
+            if len(names) != env.num_actions:
+                raise ValueError(f"The task's {attr} has {len(names)} entries for {env.num_actions} actions: {names}.")
+            out[key] = [str(n) for n in names]
+    obs_names = getattr(env, "observation_names", None)
+    if obs_names is not None:
+        obs = env.get_observations()
+        for group, names in obs_names.items():
+            if group not in obs.keys() or obs[group].shape[-1] != len(names):
+                size = obs[group].shape[-1] if group in obs.keys() else "no such group"
+                raise ValueError(f"The task's observation_names['{group}'] has {len(names)} names ({size} columns).")
+        out["obs_names"] = {g: [str(n) for n in names] for g, names in obs_names.items()}
+    return out
 
 
 def export_checkpoint(
@@ -285,6 +316,7 @@ def export_checkpoint(
         task=info["task"],
         control_rate_hz=info["control_rate_hz"],
         num_flow_steps=num_flow_steps or info.get("num_flow_steps"),
+        names={k: info[k] for k in ("action_names", "joint_names", "obs_names") if k in info},
         opset=opset,
     )
 

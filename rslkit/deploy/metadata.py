@@ -9,7 +9,8 @@ from typing import Any, Literal
 import onnx
 
 METADATA_KEY = "rslkit"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: future-state input (``future_state_slice``, ``max_future_offset``) and action/joint/observation names."""
 
 PolicyKind = Literal["step", "recurrent", "chunk"]
 
@@ -52,6 +53,12 @@ class PolicyMetadata:
     max_future_offset: int = 0
     """``D``: the largest offset (ticks between observation and chunk start) the policy was trained with;
     deployment refuses larger inference delays."""
+    action_names: list[str] | None = None
+    """What each of the ``action_dim`` actions drives (from the task), e.g. joint position targets."""
+    joint_names: list[str] | None = None
+    """Robot joints commanded by the actions, in action order (from the task); None when the task names none."""
+    obs_names: dict[str, list[str]] | None = None
+    """Observation group -> a name per column (from the task)."""
     format_version: int = FORMAT_VERSION
 
     @property

@@ -36,6 +36,12 @@ class TorchTask(VecEnv):
     """
 
     action_space: gym.Space
+    action_names: list[str] | None = None
+    """What each action drives (exported with the policy); None: unnamed."""
+    joint_names: list[str] | None = None
+    """Robot joints commanded by the actions, in action order (the ROS 2 node's default joint order)."""
+    observation_names: dict[str, list[str]] | None = None
+    """Observation group -> a name per column (exported with the policy)."""
 
     def __init__(self, cfg: TaskCfg, num_actions: int, device: str | torch.device = "cpu") -> None:
         if cfg.num_envs < 1:

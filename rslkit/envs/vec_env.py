@@ -19,6 +19,9 @@ class VecEnv(ABC):
         action_space: a single-env ``gymnasium.spaces`` space (``Discrete`` selects a categorical policy).
         extras["success"]: ``[N]`` bool, meaningful where ``dones`` is set, for tasks that define success.
         state_dict() / load_state_dict(): the full simulation state, stored in checkpoints for exact resume.
+        action_names: ``[A]`` what each action drives; joint_names: the robot joints the actions command, in action
+        order; observation_names: group -> ``[D]`` column names. Exported policies carry them in their metadata
+        (the ROS 2 node takes its joint order from ``joint_names``).
     """
 
     num_envs: int

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -169,6 +171,35 @@ def test_cli_writes_model(tmp_path, build, capsys):
     meta = main(["--checkpoint", str(tmp_path / "model_0.pt"), "--out", str(tmp_path / "out" / "policy.onnx")])
     assert (tmp_path / "out" / "policy.onnx").is_file() and meta.algorithm == "ppo"
     assert "Exported ppo step policy" in capsys.readouterr().out
+    # The task's names travel with the policy (read back from the file, not the returned object).
+    saved = read_metadata({p.key: p.value for p in onnx.load(str(tmp_path / "out" / "policy.onnx")).metadata_props})
+    assert saved.action_names == ["torque_normalized"] and saved.joint_names is None
+    assert saved.obs_names == {"policy": ["cos_theta", "sin_theta", "theta_dot"]}
+
+
+def test_env_names_are_checked_against_sizes():
+    from rslkit.deploy.export import env_names
+    from rslkit.envs import make_env
+
+    env = make_env("so101-reach", num_envs=1)
+    names = env_names(env)
+    assert names["joint_names"] == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]
+    assert len(names["obs_names"]["policy"]) == env.get_observations()["policy"].shape[-1]
+    env.joint_names = ["shoulder_pan"]
+    with pytest.raises(ValueError, match="joint_names has 1 entries for 5 actions"):
+        env_names(env)
+    env.joint_names = None
+    env.observation_names = {"policy": ["a", "b"]}
+    with pytest.raises(ValueError, match=r"observation_names\['policy'\] has 2 names \(24 columns\)"):
+        env_names(env)
+
+
+def test_newer_metadata_format_is_refused():
+    from rslkit.deploy.metadata import FORMAT_VERSION, PolicyMetadata
+
+    text = json.dumps({"format_version": FORMAT_VERSION + 1})
+    with pytest.raises(ValueError, match="Upgrade rslkit"):
+        PolicyMetadata.from_json(text)
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):

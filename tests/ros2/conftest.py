@@ -53,6 +53,10 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         # 3 joints, observation joint_pos + last_action (6)
         "mlp3": mlp_policy(d / "mlp3.onnx", 6, 3, hidden=(32, 32), control_rate_hz=200.0, seed=1),
+        # the same network with joint names in its metadata, as an exported robot task has them
+        "mlp3_named": mlp_policy(
+            d / "mlp3_named.onnx", 6, 3, hidden=(32, 32), control_rate_hz=200.0, seed=1, joint_names=["j0", "j1", "j2"]
+        ),
         # 3 joints, observation joint_pos + command (1): NaN while the command is negative
         "nan3": mlp_policy(d / "nan3.onnx", 4, 3, hidden=(16,), control_rate_hz=100.0, nan_when_negative=3),
         # 3 joints, chunk of 8, observation joint_pos + joint_vel (6)

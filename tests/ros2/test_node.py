@@ -40,7 +40,8 @@ def launch(tmp_path: Path) -> Iterator[Any]:
             "state_queue_depth": 200,
             "state_timeout_s": 1.0,
         }
-        node = NodeProcess(policy, {**defaults, **params}, tmp_path / f"node{len(started)}.log")
+        merged = {k: v for k, v in {**defaults, **params}.items() if v is not None}  # None: leave the parameter unset
+        node = NodeProcess(policy, merged, tmp_path / f"node{len(started)}.log")
         robot = Robot(**robot_kwargs)
         started.append((node, robot))
         robot.wait_matched(node)
@@ -65,9 +66,10 @@ def _expected_run(policy: Path, states: list[np.ndarray], primed: int = 0) -> np
 
 
 def test_joint_reordering_and_both_outputs(policies: dict[str, Path], launch: Any) -> None:
+    # no joint_names parameter: the node takes the joint order from the policy's metadata
     node, robot = launch(
-        policies["mlp3"],
-        {"observation": ["joint_pos", "last_action"], "output_type": "both"},
+        policies["mlp3_named"],
+        {"observation": ["joint_pos", "last_action"], "output_type": "both", "joint_names": None},
         trajectory_topic="joint_trajectory",
     )
     # the robot lists its joints in another order, with an extra joint the policy does not drive
@@ -232,7 +234,7 @@ def test_end_to_end_200hz_no_lost_commands_and_clean_shutdown(
 
 def test_cli_reports_bad_settings_without_traceback(policies: dict[str, Path]) -> None:
     cases = [
-        ([], "Set the joint_names parameter"),
+        ([], "names no joints; set the joint_names parameter"),
         (["-p", "joint_names:=[j0,j1]"], "outputs 3 actions but joint_names lists 2 joints"),
         (["-p", "joint_names:=[j0,j1,j2]", "-p", "control_rate_hz:=200"], "expecting type 'DOUBLE'"),
         (["-p", "joint_names:=[j0,j1,j2]", "-p", "observation:=[joint_pos]"], "but the policy takes 6"),

@@ -35,7 +35,7 @@ COMMAND_TYPES = ("none", "twist", "array")
 # name -> (default or, for arrays without a default, the type; description)
 PARAMETERS: dict[str, tuple[Any, str]] = {
     "policy_path": ("", "exported ONNX policy (python -m rslkit.export); --policy overrides"),
-    "joint_names": (Parameter.Type.STRING_ARRAY, "joints in the policy's action order (required)"),
+    "joint_names": (Parameter.Type.STRING_ARRAY, "joints in action order (default: the policy metadata's)"),
     "control_rate_hz": (0.0, "control rate; 0: the policy's control_rate_hz"),
     "trigger": ("state", "'state': tick on joint-state arrival; 'timer': fixed-rate timer"),
     "observation": (["joint_pos_rel", "joint_vel", "last_action"], "observation terms in order"),
@@ -112,9 +112,12 @@ class PolicyNode(Node):
 
     def _controller_cfg(self) -> ControllerCfg:
         p = self._param
-        joints = p("joint_names")
+        joints = p("joint_names") or self.policy.meta.joint_names
         if not joints:
-            raise ValueError("Set the joint_names parameter: the joints in the policy's action order.")
+            raise ValueError(
+                "The policy's metadata names no joints; set the joint_names parameter: the joints in the policy's "
+                "action order."
+            )
         rate = float(p("control_rate_hz")) or (self.policy.meta.control_rate_hz or 0.0)
         if rate <= 0:
             raise ValueError("The policy has no control_rate_hz; set the control_rate_hz parameter.")

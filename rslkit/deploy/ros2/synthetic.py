@@ -59,10 +59,12 @@ def mlp_policy(
     control_rate_hz: float | None = 50.0,
     seed: int = 0,
     nan_when_negative: int | None = None,
+    joint_names: list[str] | None = None,
 ) -> Path:
     """Write a step policy ``policy [B, obs_dim] -> actions [B, action_dim]`` (random tanh MLP) to ``path``.
 
     Args:
+        joint_names: the joints the actions command, stored in the metadata as an exported task's would be.
         nan_when_negative: index of an observation entry that turns every action NaN while it is negative
             (exercises a deployment's non-finite-output handling).
     """
@@ -83,6 +85,7 @@ def mlp_policy(
         input_names=["policy"],
         output_names=["actions"],
         control_rate_hz=control_rate_hz,
+        joint_names=joint_names,
     )
     inputs = [helper.make_tensor_value_info("policy", TensorProto.FLOAT, ["batch", obs_dim])]
     outputs = [helper.make_tensor_value_info("actions", TensorProto.FLOAT, ["batch", action_dim])]

@@ -73,6 +73,9 @@ class PendulumTask(TorchTask):
         self.th_dot = th_dot.clamp(-c.max_speed, c.max_speed)
         self.th = self.th + self.th_dot * c.dt
 
+    action_names = ["torque_normalized"]
+    observation_names = {"policy": ["cos_theta", "sin_theta", "theta_dot"]}
+
     def _observations(self) -> TensorDict:
         obs = torch.stack((torch.cos(self.th), torch.sin(self.th), self.th_dot), dim=-1)
         return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)

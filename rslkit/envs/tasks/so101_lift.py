@@ -218,6 +218,19 @@ class SO101LiftTask(TorchTask):
         """``[N]`` bool: both jaws touch the cube."""
         return self.touch.sum(-1) >= 2
 
+    action_names = [f"{j}.position_target" for j in ARM_JOINTS] + [f"{GRIPPER}.open_close"]
+    joint_names = [*ARM_JOINTS, GRIPPER]
+    observation_names = {
+        "policy": [f"{j}.pos_normalized" for j in (*ARM_JOINTS, GRIPPER)]
+        + [f"{j}.vel_x0.1" for j in (*ARM_JOINTS, GRIPPER)]
+        + [f"grasp_point.{a}" for a in "xyz"]
+        + [f"cube.{a}" for a in "xyz"]
+        + [f"cube_minus_grasp_point.{a}" for a in "xyz"]
+        + [f"cube_quat.{a}" for a in "wxyz"]
+        + ["touch.fixed_jaw", "touch.moving_jaw"]
+        + [f"last_action.{j}" for j in (*ARM_JOINTS, GRIPPER)]
+    }
+
     def _observations(self) -> TensorDict:
         q = self.backend.qpos[:, self._qpos_ids]
         q_norm = ((q - self._ctrl_mid[self._act]) / self._ctrl_half[self._act]).to(self.device, torch.float32)

@@ -186,6 +186,17 @@ class SO101ReachTask(TorchTask):
         """End-effector distance to the target ``[N]`` (metres)."""
         return torch.linalg.vector_norm(self.target - self.ee_pos, dim=-1)
 
+    action_names = [f"{j}.position_target" for j in ARM_JOINTS]
+    joint_names = list(ARM_JOINTS)
+    observation_names = {
+        "policy": [f"{j}.pos_normalized" for j in ARM_JOINTS]
+        + [f"{j}.vel_x0.1" for j in ARM_JOINTS]
+        + [f"ee.{a}" for a in "xyz"]
+        + [f"target.{a}" for a in "xyz"]
+        + [f"target_minus_ee.{a}" for a in "xyz"]
+        + [f"last_action.{j}" for j in ARM_JOINTS]
+    }
+
     def _observations(self) -> TensorDict:
         q = self.backend.qpos[:, self._arm_qpos]
         arm = self._arm_act
