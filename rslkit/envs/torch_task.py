@@ -57,6 +57,7 @@ class TorchTask(VecEnv):
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed)
         self._term_sums: dict[str, torch.Tensor] = {}
+        self._report_final_obs = False
         self._all_envs = torch.arange(self.num_envs, device=self.device)
 
     # ----------------------------------------------------------------- subclass API
@@ -130,10 +131,19 @@ class TorchTask(VecEnv):
         self._accumulate_terms(terms)
         env_ids = dones.nonzero(as_tuple=False).squeeze(-1)
         if env_ids.numel() > 0:
+            if self._report_final_obs:
+                extras["final_obs"] = self._observations()  # before the reset: rows of done envs are their last
             self._log_episode_terms(env_ids, extras["log"])
             self.episode_length_buf[env_ids] = 0
             self._reset_envs(env_ids)
         return self._observations(), rewards, dones, extras
+
+    def request_final_obs(self) -> None:
+        """From now on, steps in which an episode ends report ``extras["final_obs"]`` (batch ``[N]``): the
+        observations reached before the auto-reset (rows of the other envs equal the returned observations), so
+        that off-policy learners bootstrap time-outs from the true last state. Costs one extra observation pass in
+        those steps."""
+        self._report_final_obs = True
 
     # ----------------------------------------------------------------- helpers
     def _check_actions(self, actions: torch.Tensor) -> None:

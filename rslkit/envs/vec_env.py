@@ -19,6 +19,8 @@ class VecEnv(ABC):
         action_space: a single-env ``gymnasium.spaces`` space (``Discrete`` selects a categorical policy).
         extras["success"]: ``[N]`` bool, meaningful where ``dones`` is set, for tasks that define success.
         state_dict() / load_state_dict(): the full simulation state, stored in checkpoints for exact resume.
+        request_final_obs(): afterwards ``extras["final_obs"]`` holds the observations reached before each auto-reset
+        (off-policy learners bootstrap time-outs from them).
         action_names: ``[A]`` what each action drives; joint_names: the robot joints the actions command, in action
         order; observation_names: group -> ``[D]`` column names. Exported policies carry them in their metadata
         (the ROS 2 node takes its joint order from ``joint_names``).

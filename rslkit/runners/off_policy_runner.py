@@ -60,9 +60,10 @@ def load_demonstrations(path: str | Path) -> TensorDict:
 class OffPolicyRunner:
     """Trains SAC on a :class:`~rslkit.envs.VecEnv` (same interface as :class:`OnPolicyRunner`).
 
-    The env may report ``extras["final_obs"]`` (batch ``[N]``, the observation reached before an auto-reset, e.g.
-    the Gymnasium adapter); time-outs then bootstrap from it. Without it, a timed-out transition cannot be
-    bootstrapped and is left out of the critic loss (its n-step predecessors bootstrap from the step before).
+    The env may report ``extras["final_obs"]`` (batch ``[N]``, the observation reached before an auto-reset: the
+    Gymnasium adapter always does, rslkit tasks once the runner calls their ``request_final_obs()``); time-outs
+    then bootstrap from it. Without it, a timed-out transition cannot be bootstrapped and is left out of the critic
+    loss (its n-step predecessors bootstrap from the step before).
 
     Args:
         env: the environment (rslkit task or any rsl_rl-style env) with continuous actions in ``[-1, 1]``.
@@ -92,6 +93,8 @@ class OffPolicyRunner:
         if cfg.num_steps_per_env < 1:
             raise ValueError(f"agent.num_steps_per_env must be >= 1, got {cfg.num_steps_per_env}.")
         self.env = env
+        if callable(getattr(env, "request_final_obs", None)):
+            env.request_final_obs()  # type: ignore[attr-defined]
         self.cfg = cfg
         self.device = torch.device(device)
         self.log_dir = Path(log_dir) if log_dir is not None else None

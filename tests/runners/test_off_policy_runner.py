@@ -50,6 +50,22 @@ def test_registered_as_sac():
     assert get_runner("sac")[1] is OffPolicyRunner
 
 
+def test_time_outs_of_torch_tasks_bootstrap_from_their_final_obs():
+    # The runner asks rslkit tasks for final observations, so timed-out transitions stay in the critic loss.
+    seed_everything(0)
+    env = make_env("pendulum", num_envs=4, episode_length=3)
+    cfg = _small_cfg(save_replay=False)
+    runner = OffPolicyRunner(env, cfg, None, "cpu")
+    runner.learn(2)  # 2 x 4 steps of 4 envs: every env times out twice
+    data = runner.buffer.online.data
+    stored = runner.buffer.online.size
+    time_outs = data["truncated"][:stored]
+    assert time_outs.sum() == 8 and bool(data["next_valid"][:stored].all())
+    # the next observation of a timed-out transition is the last state, not the reset state of the new episode
+    t, i = time_outs.nonzero()[0].tolist()
+    assert not torch.equal(data["next_obs"]["policy"][t, i], data["obs"]["policy"][t + 1, i])
+
+
 def test_discrete_env_raises():
     env = GymVecEnv(GymEnvCfg("CartPole-v1", num_envs=2))
     with pytest.raises(ValueError, match="continuous"):
