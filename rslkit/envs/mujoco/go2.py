@@ -184,8 +184,12 @@ def go2_spec(cfg: Go2ModelCfg | None = None) -> mujoco.MjSpec:
 
 
 def _add_scene(spec: mujoco.MjSpec) -> None:
-    """Light, a checkered floor and a ``track`` camera that follows the trunk from behind and to the side."""
-    spec.worldbody.add_light(pos=[0.0, 0.0, 3.0], dir=[0.0, 0.0, -1.0], diffuse=[0.8, 0.8, 0.8])
+    """A directional light (even wherever the robot walks), a checkered floor, and a ``track`` camera following the
+    trunk from behind and to the side."""
+    spec.worldbody.add_light(
+        type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, pos=[0.0, 0.0, 3.0], dir=[0.3, 0.3, -1.0], diffuse=[0.7] * 3
+    )
+    spec.visual.headlight.ambient = [0.3, 0.3, 0.3]
     spec.add_texture(
         name="grid",
         type=mujoco.mjtTexture.mjTEXTURE_2D,
