@@ -181,6 +181,8 @@ def test_env_names_are_checked_against_sizes():
     from rslkit.deploy.export import env_names
     from rslkit.envs import make_env
 
+    for task in ("so101-lift", "go2-flat"):  # every robot task names its joints, sized like its spaces
+        assert len(env_names(make_env(task, num_envs=1))["joint_names"]) == make_env(task, num_envs=1).num_actions
     env = make_env("so101-reach", num_envs=1)
     names = env_names(env)
     assert names["joint_names"] == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]

@@ -116,6 +116,9 @@ class Go2FlatTask(TorchTask):
 
         super().__init__(cfg, num_actions=NUM_JOINTS, device=device)
         self.action_space = gym.spaces.Box(-cfg.action_clip, cfg.action_clip, (NUM_JOINTS,), np.float32)
+        self.joint_names = [f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf")]
+        self.action_names = [f"{j}.position_offset" for j in self.joint_names]
+        self.observation_names = self._observation_names()
         model_cfg = Go2ModelCfg(timestep=cfg.timestep, kp=cfg.kp, kd=cfg.kd, joint_frictionloss=cfg.joint_frictionloss)
         self.model = load_go2(model_cfg)
         backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
@@ -302,6 +305,22 @@ class Go2FlatTask(TorchTask):
         lin = [0.1 * 2.0] * 3 if self.cfg.policy_lin_vel else []
         scale = lin + [0.2 * 0.25] * 3 + [0.05] * 3 + [0.0] * 3 + [0.01] * 12 + [1.5 * 0.05] * 12 + [0.0] * 12
         return self.cfg.noise_level * torch.tensor(scale, device=self.device)
+
+    def _observation_names(self) -> dict[str, list[str]]:
+        """Column names of the ``policy`` and ``critic`` groups (exported with the policy)."""
+        j = self.joint_names or []
+        proprio = (
+            [f"ang_vel_x0.25.{a}" for a in "xyz"]
+            + [f"projected_gravity.{a}" for a in "xyz"]
+            + ["command.vx_x2", "command.vy_x2", "command.yaw_rate_x0.25"]
+            + [f"{n}.pos_minus_home" for n in j]
+            + [f"{n}.vel_x0.05" for n in j]
+            + [f"last_action.{n}" for n in j]
+        )
+        lin_vel = [f"lin_vel_x2.{a}" for a in "xyz"]
+        policy = lin_vel + proprio if self.cfg.policy_lin_vel else proprio
+        critic = lin_vel + proprio + [f"foot_contact.{leg}" for leg in LEGS] + ["base_height", "friction", "added_mass"]
+        return {"policy": policy, "critic": critic}
 
     def _observations(self) -> TensorDict:
         cmd_scale = torch.tensor([2.0, 2.0, 0.25], device=self.device)
