@@ -35,3 +35,28 @@ def small_task_sac_cfg() -> SACRunnerCfg:
         learning_starts=10,
         save_interval=100,
     )
+
+
+def robot_sac_cfg(gamma: float = 0.97) -> SACRunnerCfg:
+    """SAC for the MuJoCo robot tasks (so101-reach, so101-lift, go2-flat): 256-256 networks, batch 4096, one update
+    per vectorized step of hundreds of envs, 3-step returns; ``gamma`` matched to the task's horizon."""
+    return SACRunnerCfg(
+        algorithm=SACCfg(
+            gamma=gamma,
+            tau=0.05,
+            n_step=3,
+            batch_size=4096,
+            utd_ratio=1.0,
+            actor_lr=1e-3,
+            critic_lr=1e-3,
+            alpha_lr=1e-3,
+            init_alpha=0.05,
+        ),
+        policy=SACNetworkCfg(actor_hidden_dims=(256, 256), critic_hidden_dims=(256, 256)),
+        replay=ReplayCfg(capacity=1_000_000),
+        num_steps_per_env=8,
+        max_iterations=300,
+        random_steps=5,
+        learning_starts=5,
+        save_interval=50,
+    )

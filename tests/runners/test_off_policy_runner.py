@@ -187,3 +187,18 @@ def test_sac_learns_pendulum_within_a_minute():
         torch.set_num_threads(threads)
     print(f"SAC pendulum: mean return {ret:.1f} after {elapsed:.1f} s, {runner.total_env_steps} env steps")
     assert ret >= -250.0, f"mean return {ret:.1f} after {elapsed:.1f} s"
+
+
+def test_every_continuous_task_has_a_sac_config():
+    import gymnasium as gym
+
+    from rslkit.envs.registry import task_names
+
+    for name in task_names():
+        spec = get_task(name)
+        env_cfg = spec.env_cfg()
+        env_cfg.num_envs = 2
+        if not isinstance(getattr(spec.make_env(env_cfg, "cpu"), "action_space", None), gym.spaces.Box):
+            continue  # discrete actions (cartpole's default)
+        assert "sac" in spec.agent_cfgs, f"task '{name}' has continuous actions but no 'sac' config"
+        assert isinstance(spec.agent_cfgs["sac"](), SACRunnerCfg)

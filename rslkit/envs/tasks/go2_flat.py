@@ -399,13 +399,14 @@ def _make(cfg: Go2FlatCfg, device: str) -> Go2FlatTask:
 
 
 from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
+from rslkit.runners.sac_defaults import robot_sac_cfg  # noqa: E402
 
 register_task(
     TaskSpec(
         name="go2-flat",
         env_cfg=Go2FlatCfg,
         make_env=_make,
-        agent_cfgs={"ppo": go2_flat_ppo_cfg},
+        agent_cfgs={"ppo": go2_flat_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.99)},
         description="Unitree Go2 velocity tracking on flat ground (MuJoCo; --sim mujoco|warp)",
     )
 )

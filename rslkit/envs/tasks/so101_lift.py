@@ -306,13 +306,14 @@ def _make(cfg: SO101LiftCfg, device: str) -> SO101LiftTask:
 
 
 from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
+from rslkit.runners.sac_defaults import robot_sac_cfg  # noqa: E402
 
 register_task(
     TaskSpec(
         name="so101-lift",
         env_cfg=lambda: SO101LiftCfg(num_envs=512),
         make_env=_make,
-        agent_cfgs={"ppo": so101_lift_ppo_cfg},
+        agent_cfgs={"ppo": so101_lift_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.97)},
         description="SO-101 arm grasping and lifting a cube (MuJoCo, batched on CPU threads)",
     )
 )

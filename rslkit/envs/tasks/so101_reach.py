@@ -262,13 +262,14 @@ def _make(cfg: SO101ReachCfg, device: str) -> SO101ReachTask:
 
 
 from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
+from rslkit.runners.sac_defaults import robot_sac_cfg  # noqa: E402
 
 register_task(
     TaskSpec(
         name="so101-reach",
         env_cfg=lambda: SO101ReachCfg(num_envs=512),
         make_env=_make,
-        agent_cfgs={"ppo": so101_reach_ppo_cfg},
+        agent_cfgs={"ppo": so101_reach_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.97)},
         description="SO-101 arm reaching random end-effector targets (MuJoCo; --sim mujoco|warp)",
     )
 )
