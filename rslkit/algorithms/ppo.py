@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -244,7 +245,7 @@ class PPO:
         return {"value": value_loss.detach()}
 
     @staticmethod
-    def _in_worker(threads: int, fn, *args):
+    def _in_worker(threads: int, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the worker with ``threads`` intra-op threads (a per-thread setting in torch)."""
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
