@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from mujoco import batch as mj_batch
 
+from rslkit.envs.mujoco.backend_checks import check_controls, sensor_columns
+
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
 
@@ -140,11 +142,7 @@ class MujocoBackend:
 
     def sensor_slice(self, name: str) -> slice:
         """Columns of sensor ``name`` in :meth:`sensordata`."""
-        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
-        if sid < 0:
-            raise ValueError(f"Model has no sensor '{name}'; add one with mujoco.MjSpec.add_sensor before compiling.")
-        adr = int(self.model.sensor_adr[sid])
-        return slice(adr, adr + int(self.model.sensor_dim[sid]))
+        return sensor_columns(self.model, name)
 
     # ----------------------------------------------------------------- state for checkpoints
     def get_state(self) -> torch.Tensor:
@@ -167,16 +165,7 @@ class MujocoBackend:
 
     # ----------------------------------------------------------------- helpers
     def _check_ctrl(self, ctrl: torch.Tensor) -> None:
-        expected = (self.num_envs, self.nu)
-        if tuple(ctrl.shape) != expected:
-            raise ValueError(f"MujocoBackend.step expects controls of shape {list(expected)}, got {list(ctrl.shape)}.")
-        finite = torch.isfinite(ctrl).all(dim=-1)
-        if not bool(finite.all()):
-            bad = (~finite).nonzero().squeeze(-1).tolist()
-            raise ValueError(
-                f"Non-finite controls for env indices {bad[:20]}{' ...' if len(bad) > 20 else ''}; no env was "
-                "stepped. Check the policy or task for NaN/inf before calling step."
-            )
+        check_controls(ctrl, self.num_envs, self.nu, "MujocoBackend")
 
     def _run(self, call) -> None:
         try:

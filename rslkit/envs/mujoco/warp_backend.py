@@ -30,6 +30,7 @@ import mujoco
 import torch
 
 from rslkit.envs.mujoco.backend import MujocoBackendCfg
+from rslkit.envs.mujoco.backend_checks import check_controls, sensor_columns
 
 _INSTALL_HINT = "install MuJoCo Warp with `pip install -e '.[warp]'` (mujoco-warp, warp-lang)"
 _STATE_SIG = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -281,11 +282,7 @@ class WarpBackend:
 
     def sensor_slice(self, name: str) -> slice:
         """Columns of sensor ``name`` in :meth:`sensordata`."""
-        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
-        if sid < 0:
-            raise ValueError(f"Model has no sensor '{name}'; add one with mujoco.MjSpec.add_sensor before compiling.")
-        adr = int(self.model.sensor_adr[sid])
-        return slice(adr, adr + int(self.model.sensor_dim[sid]))
+        return sensor_columns(self.model, name)
 
     # ----------------------------------------------------------------- per-env model fields (randomization)
     def expand_model_field(self, name: str) -> torch.Tensor:
@@ -396,16 +393,7 @@ class WarpBackend:
             self._state_seen = self._state._version
 
     def _check_ctrl(self, ctrl: torch.Tensor) -> None:
-        expected = (self.num_envs, self.nu)
-        if tuple(ctrl.shape) != expected:
-            raise ValueError(f"WarpBackend.step expects controls of shape {list(expected)}, got {list(ctrl.shape)}.")
-        finite = torch.isfinite(ctrl).all(dim=-1)
-        if not bool(finite.all()):
-            bad = (~finite).nonzero().squeeze(-1).tolist()
-            raise ValueError(
-                f"Non-finite controls for env indices {bad[:20]}{' ...' if len(bad) > 20 else ''}; no env was "
-                "stepped. Check the policy or task for NaN/inf before calling step."
-            )
+        check_controls(ctrl, self.num_envs, self.nu, "WarpBackend")
 
     def _check_step(self) -> None:
         """Put envs that diverged or overflowed back to their state before the step, then raise naming them."""
