@@ -153,6 +153,10 @@ def child_main(spec: dict[str, Any], result_path: str) -> None:
 
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
+    if spec["lib"] == "rsl_rl" and spec.get("rsl_malloc_tuned"):
+        from rslkit.utils.allocator import tune_cpu_allocator  # what rslkit's runners do when learn() starts
+
+        tune_cpu_allocator()
     C.seed_all(spec["seed"])
     num_envs, iters, dims = spec["num_envs"], spec["iters"], spec["dims"]
     env = C.EpisodeReturnRecorder(make_env("pendulum", num_envs=num_envs, seed=spec["seed"]), num_envs, STEPS_PER_ENV)
@@ -213,6 +217,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--num-envs", type=int, default=4096)
     p.add_argument("--rsl-std-type", choices=["log", "scalar"], default="log", help="rsl_rl Gaussian std parameter")
+    p.add_argument(
+        "--rsl-malloc-tuned",
+        action="store_true",
+        help="give rsl_rl's runs the malloc tuning rslkit's runners apply (rslkit.utils.allocator)",
+    )
     p.add_argument("--child-timeout", type=float, default=1800.0, help="seconds before a run is killed")
     p.add_argument("--out", default=None, help="JSON output (default benchmarks/results/ppo_vs_rsl_rl.json)")
     p.add_argument("--logs", default=None, help="keep each child's console output in this folder")
@@ -298,6 +307,7 @@ def main() -> None:
             "net": net,
             "num_envs": args.num_envs,
             "rsl_std_type": args.rsl_std_type,
+            "rsl_malloc_tuned": args.rsl_malloc_tuned,
             "threads": args.threads,
             "run_id": f"{k:02d}_{item['lib']}_{net}_s{item['seed']}",
         }
@@ -367,6 +377,7 @@ def main() -> None:
             "iters": args.iters,
             "seeds": args.seeds,
             "rsl_std_type": args.rsl_std_type,
+            "rsl_malloc_tuned": args.rsl_malloc_tuned,
             "threads": args.threads or "torch default",
             "rsl_rl_train_cfg_64": rsl_rl_train_cfg([64, 64], args.rsl_std_type),
         },

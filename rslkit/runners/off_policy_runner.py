@@ -18,6 +18,7 @@ from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.storage.replay_buffer import ReplayBuffer
+from rslkit.utils.allocator import tune_cpu_allocator
 from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
@@ -144,6 +145,8 @@ class OffPolicyRunner:
             The metrics of the last iteration.
         """
         end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        if self.device.type == "cpu":
+            tune_cpu_allocator()
         self._ensure_buffer()
         if self.cfg.init_at_random_ep_len and self.iteration == 0:
             self.env.episode_length_buf = torch.randint_like(

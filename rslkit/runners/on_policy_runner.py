@@ -18,6 +18,7 @@ from rslkit.runners.checks import check_finite
 from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.run_state import capture_run_state, restore_run_state
+from rslkit.utils.allocator import tune_cpu_allocator
 from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
@@ -101,6 +102,8 @@ class OnPolicyRunner:
             The metrics of the last iteration.
         """
         end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        if self.device.type == "cpu":
+            tune_cpu_allocator()
         if self.cfg.init_at_random_ep_len and self.iteration == 0:
             self.env.episode_length_buf = torch.randint_like(
                 self.env.episode_length_buf, high=int(self.env.max_episode_length)

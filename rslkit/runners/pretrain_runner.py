@@ -19,6 +19,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.utils.allocator import tune_cpu_allocator
 from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
@@ -213,6 +214,8 @@ class PretrainRunner:
             The metrics of the last iteration.
         """
         end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        if self.device.type == "cpu":
+            tune_cpu_allocator()
         dataset = self.dataset if self.dataset is not None else self.load_dataset()
         logger = RunLogger(
             self.log_dir,

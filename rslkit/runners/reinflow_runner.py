@@ -20,6 +20,7 @@ from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
 from rslkit.runners.run_state import capture_run_state, restore_run_state
+from rslkit.utils.allocator import tune_cpu_allocator
 from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
@@ -170,6 +171,8 @@ class ReinFlowRunner:
                 "--agent.pretrained PATH, or resume a reinflow run."
             )
         end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
+        if self.device.type == "cpu":
+            tune_cpu_allocator()
         logger = RunLogger(
             self.log_dir,
             total_iterations=end,
