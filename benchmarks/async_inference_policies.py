@@ -2,9 +2,9 @@
 
 Both are behaviour-cloned (``flow-bc``) from the same demonstrations with ``train.py``; the second is trained with
 VLASH future-state offsets (``delta`` in ``0..D``, future state = the commanded joint targets, observation columns
-0-4) and exported with a ``future_state`` input. ``so101-reach`` registers no ``flow-bc`` config of its own, so this
-script adds :func:`so101_flow_bc_cfg` for the run and calls ``train.py``'s entry point; any ``train.py`` override can
-follow ``--`` (e.g. ``-- --agent.max_iterations 10``).
+0-4) and exported with a ``future_state`` input. Both use ``so101-reach``'s registered ``flow-bc`` config
+(``so101_reach_flow_bc_cfg``) through ``train.py``'s entry point; any ``train.py`` override can follow ``--``
+(e.g. ``-- --agent.max_iterations 10``).
 
 Usage::
 
@@ -18,24 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.cli import train
 from rslkit.deploy.export import export_checkpoint
-from rslkit.envs.registry import get_task
-from rslkit.models.flow import FlowPolicyCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
-
-
-def so101_flow_bc_cfg() -> FlowBCRunnerCfg:
-    """Chunks of 50 actions (1 s at 50 Hz, the pi0 / SmolVLA chunk length), K = 4 Euler steps."""
-    return FlowBCRunnerCfg(
-        algorithm=FlowBCCfg(batch_size=256, learning_rate=1e-3),
-        policy=FlowPolicyCfg(horizon=50, num_inference_steps=4, hidden_dim=256, num_blocks=3),
-        max_iterations=30,
-        updates_per_iteration=100,
-        eval_interval=0,
-        logger=(),
-    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,7 +30,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=("plain", "vlash"), default=None)
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a != "--"]
-    get_task("so101-reach").agent_cfgs.setdefault("flow-bc", so101_flow_bc_cfg)
     out = Path(args.out_dir)
     common = ["--task", "so101-reach", "--algo", "flow-bc", "--dataset", args.dataset, "--threads", "1"]
     common += ["--num_envs", "32", "--logdir", str(out / "logs"), "--env.sim_threads", "1"]

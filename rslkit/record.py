@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--episodes", type=int, default=100, help="number of episodes to record")
     parser.add_argument("--out", required=True, help="dataset directory to create")
     parser.add_argument("--action_noise", type=float, default=0.0, help="std of Gaussian noise added to actions")
+    parser.add_argument(
+        "--action_smoothing",
+        type=float,
+        default=0.0,
+        help="alpha of the low-pass filter a_t = alpha a_(t-1) + (1 - alpha) policy(o_t) on executed actions",
+    )
     parser.add_argument("--num_envs", type=int, default=None, help="parallel envs (default: min(episodes, 256))")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
@@ -43,6 +49,8 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("--episodes must be >= 1")
     if args.action_noise < 0:
         parser.error("--action_noise must be >= 0")
+    if not 0.0 <= args.action_smoothing < 1.0:
+        parser.error("--action_smoothing must be in [0, 1)")
     device = resolve_device(args.device)
     spec = get_task(args.task)
     saved = load_checkpoint(Path(args.checkpoint))
@@ -71,6 +79,7 @@ def main(argv: list[str] | None = None) -> Path:
         args.obs_group,
         reset_policy=lambda dones: runner.reset_inference(dones.to(runner.device)),
         task=args.description or args.task,
+        action_smoothing=args.action_smoothing,
     )
     dt = getattr(env_cfg, "dt", None)
     fps = args.fps or (round(1.0 / dt) if dt else 50)

@@ -31,12 +31,14 @@ def record_episodes(
     reset_policy: Callable[[torch.Tensor], None] | None = None,
     task: str = "",
     generator: torch.Generator | None = None,
+    action_smoothing: float = 0.0,
 ) -> list[Episode]:
     """Run ``policy`` in all envs until ``num_episodes`` complete episodes were recorded.
 
     Only episodes that start at a reset are kept (an env whose ``episode_length_buf`` is not 0 when recording
     starts contributes from its next episode on). The recorded action is the one executed: the policy's action
-    plus Gaussian ``action_noise`` (std, in the env's action units), clipped to a Box action space.
+    plus Gaussian ``action_noise`` (std, in the env's action units), low-pass filtered with ``action_smoothing``,
+    clipped to a Box action space.
 
     Args:
         env: the environment.
@@ -47,16 +49,22 @@ def record_episodes(
         reset_policy: called with ``dones [N]`` after each step (chunked or recurrent policies).
         task: task description stored with each episode.
         generator: random generator of the action noise.
+        action_smoothing: ``alpha`` in ``[0, 1)`` of the filter ``a_t = alpha a_{t-1} + (1 - alpha) pi(o_t)``, restarted
+            at every episode; smooth demonstrations, like a person's teleoperation, are easier to clone than the
+            step-to-step jitter of an RL policy. 0: off.
 
     Returns:
         ``num_episodes`` episodes with observations, actions, rewards and dones.
 
     Raises:
-        ValueError: for a missing observation group or a non-positive episode count.
+        ValueError: for a missing observation group, a non-positive episode count or ``action_smoothing`` outside
+            ``[0, 1)``.
         RuntimeError: when no episode finishes within 10 episode lengths.
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}.")
+    if not 0.0 <= action_smoothing < 1.0:
+        raise ValueError(f"action_smoothing must be in [0, 1), got {action_smoothing}.")
     obs = env.get_observations()
     if obs_group not in obs.keys():
         raise ValueError(f"The env has no observation group '{obs_group}' (it has {sorted(obs.keys())}).")
@@ -67,14 +75,20 @@ def record_episodes(
     valid = (env.episode_length_buf == 0).cpu()
     episodes: list[Episode] = []
     limit = 10 * int(torch.as_tensor(env.max_episode_length).max()) * max(1, -(-num_episodes // n))
+    previous: torch.Tensor | None = None  # last executed actions, for the smoothing filter
+    fresh = torch.ones(n, 1, dtype=torch.bool)  # envs at the first step of an episode: no filter
     for step in range(limit):
         actions = policy(obs)
         if action_noise > 0:
             noise = torch.randn(actions.shape, generator=generator, device=generator.device if generator else None)
             actions = actions + action_noise * noise.to(actions.device)
+        if action_smoothing > 0 and previous is not None:
+            smoothed = action_smoothing * previous + (1.0 - action_smoothing) * actions
+            actions = torch.where(fresh.to(actions.device), actions, smoothed)
         if bounds is not None:
             actions = torch.maximum(torch.minimum(actions, bounds[1]), bounds[0])
         next_obs, rewards, dones, _ = env.step(actions)
+        previous, fresh = actions, dones.cpu().bool().reshape(n, 1)
         history.append((obs[obs_group].cpu(), actions.cpu(), rewards.cpu().float(), dones.cpu().bool()))
         if reset_policy is not None:
             reset_policy(dones)

@@ -30,6 +30,25 @@ def test_record_episodes_noise_and_fresh_starts():
         record_episodes(env, pendulum_expert, 1, obs_group="state")
 
 
+def test_action_smoothing_filters_executed_actions_within_episodes():
+    env = make_env("pendulum", num_envs=2, seed=0, episode_length=5)
+    signs = iter([1.0, -1.0] * 50)
+    alpha = 0.75
+
+    def alternating(obs):
+        return torch.full((2, 1), next(signs) * 0.8)
+
+    episodes = record_episodes(env, alternating, 3, action_smoothing=alpha)
+    a = episodes[0].actions[:, 0].tolist()
+    assert a[0] == pytest.approx(0.8)  # no filter at an episode's first step
+    for t in range(1, len(a)):
+        raw = 0.8 if t % 2 == 0 else -0.8
+        assert a[t] == pytest.approx(alpha * a[t - 1] + (1 - alpha) * raw, abs=1e-6)
+    assert episodes[2].actions[0, 0].abs().item() == pytest.approx(0.8)  # env 0's next episode: filter restarted
+    with pytest.raises(ValueError, match="action_smoothing"):
+        record_episodes(env, alternating, 1, action_smoothing=1.0)
+
+
 def test_record_cli_from_ppo_checkpoint(tmp_path, capsys):
     args = ["--task", "pendulum", "--logdir", str(tmp_path), "--max_iterations", "1", "--num_envs", "16"]
     train.main(args + ["--agent.logger", ""])

@@ -19,7 +19,7 @@ from rslkit.envs.mujoco import models  # noqa: E402
 from rslkit.envs.registry import get_task  # noqa: E402
 from rslkit.envs.tasks.so101_lift import CUBE_HALF_SIZE, SO101LiftCfg, SO101LiftTask  # noqa: E402
 
-TERMS = {f"Episode_Reward/{t}" for t in ("reach", "grasp", "lift", "success", "action_rate", "joint_vel")}
+TERMS = {f"Episode_Reward/{t}" for t in ("reach", "grasp", "open", "lift", "success", "action_rate", "joint_vel")}
 
 
 def _task(**kw) -> SO101LiftTask:
@@ -110,7 +110,7 @@ def test_success_fires_when_the_cube_is_above_the_threshold():
     assert extras["success"].tolist() == [True, False, False, False]
     assert not dones.any()
     c = env.cfg
-    assert rew[0] - rew[1:].max() > 0.9 * (c.success_weight + c.lift_weight)
+    assert rew[0] - rew[1:].max() > 0.9 * c.success_weight  # success alone: the lift term pays a held cube only
 
 
 def test_pushing_the_cube_away_terminates():
@@ -140,3 +140,36 @@ def test_seeded_determinism():
 def test_bad_backend_name_is_a_clear_error():
     with pytest.raises(ValueError, match="Unknown physics backend"):
         _task(sim="mujocoo")
+
+
+def test_grasp_pays_only_for_a_cube_held_between_the_pads():
+    env = _task()
+    # Env 0: cube between the open pads, then the gripper closes on it and holds it in the air.
+    q = env.backend.qpos.clone()
+    c = env._cube_qpos
+    q[0, c : c + 3] = env.grasp_point[0].double()
+    q[0, c + 3 : c + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    env.backend.set_joint_state(torch.tensor([0]), q[:1], ctrl=q[:1, env._qpos_ids].clone())
+    env._refresh()
+    close = torch.zeros(4, 6)
+    close[:, 5] = -1.0
+    for _ in range(10):
+        env.step(close)
+    assert env.grasped().tolist() == [True, False, False, False]
+    assert env.lift()[0] > 0.1  # held well above the floor
+    lift = env._reward_terms(close)["lift"]
+    assert lift[0] == pytest.approx(env.cfg.lift_weight) and not lift[1:].any()  # held and high: the full term
+    # Contact with both jaws is not enough: the cube must sit between the pads.
+    env.touch[:] = 1.0
+    assert env.grasped().tolist() == [True, False, False, False]
+    # The open term pays for an open gripper far from the cube only.
+    open_far = torch.zeros(4, 6)
+    open_far[:, 5] = 1.0
+    env.step(open_far)
+    w = env.cfg.open_weight
+    assert env._reward_terms(open_far)["open"].tolist() == [0.0, w, w, w]
+
+
+def test_bad_grasp_radius_is_a_clear_error():
+    with pytest.raises(ValueError, match="grasp_radius"):
+        _task(grasp_radius=0.0)

@@ -70,13 +70,21 @@ class SO101LiftCfg(TaskCfg):
     """``+w * (1 - tanh(d / reach_scale))``, ``d``: cube centre to the midpoint of the fingertip pads."""
     reach_scale: float = 0.05
     grasp_weight: float = 2.0
-    """``+w`` per step in which both jaws touch the cube."""
+    """``+w`` per step in which the cube is held: both jaws touch it and its centre is within ``grasp_radius`` of the
+    midpoint of the fingertip pads (a cube pressed by the outside of closed jaws earns nothing: policies trained with
+    contact alone learned exactly that)."""
+    grasp_radius: float = 0.02
+    """Metres; a cube held between the pads sits ~3 mm from their midpoint, one pressed by closed jaws ~45 mm."""
+    open_weight: float = 0.25
+    """``+w`` per step in which the gripper is commanded open while the cube is farther than ``2 * grasp_radius``
+    from the pads: approach with open jaws, close at the cube."""
     lift_weight: float = 10.0
-    """``+w * clip((height - lift_min) / (lift_height - lift_min), 0, 1)``, ``height``: of the cube above its resting
-    height."""
-    lift_min: float = 0.015
-    """Heights below this earn no lift reward: a cube tipped onto an edge rises 8 mm, and a first policy learned to
-    tip it instead of grasping it."""
+    """``+w * clip((height - lift_min) / (lift_height - lift_min), 0, 1)`` while the cube is grasped, ``height``: of
+    the cube above its resting height. Only a held cube counts: an ungated term taught a first policy to tip the cube
+    onto an edge (+8 mm), and a floor of 15 mm instead (``lift_min``) left policies that held the cube with no signal
+    towards lifting it."""
+    lift_min: float = 0.0
+    """Heights below this earn no lift reward (metres)."""
     success_weight: float = 10.0
     """``+w`` per step in which the cube is at least ``lift_height`` up (the sparse success signal)."""
     action_rate_weight: float = 0.01
@@ -96,15 +104,18 @@ class SO101LiftTask(TorchTask):
     joint velocities / 10 (6), midpoint of the fingertip pads (3), cube position (3), cube - pad midpoint (3),
     cube orientation quaternion (4), jaw-cube contact flags (2), last action (6).
 
-    Reward terms (logged per term as ``Episode_Reward/<name>``): ``reach``, ``grasp``, ``lift``, ``success``,
-    ``action_rate``, ``joint_vel``. ``extras["success"]``: the cube is ``lift_height`` above its resting height
-    (read where ``dones``). Episodes terminate when the cube is pushed away (``max_cube_travel``), else time out.
+    Reward terms (logged per term as ``Episode_Reward/<name>``): ``reach``, ``grasp``, ``open``, ``lift``,
+    ``success``, ``action_rate``, ``joint_vel``. ``extras["success"]``: the cube is ``lift_height`` above its
+    resting height (read where ``dones``). Episodes terminate when the cube is pushed away (``max_cube_travel``),
+    else time out.
     Renders with :meth:`render_frame` (see :mod:`rslkit.envs.mujoco.render`).
     """
 
     cfg: SO101LiftCfg
 
     def __init__(self, cfg: SO101LiftCfg, device: str | torch.device = "cpu") -> None:
+        if cfg.grasp_radius <= 0.0:
+            raise ValueError(f"grasp_radius must be > 0 (metres), got {cfg.grasp_radius}.")
         if not 0.0 <= cfg.lift_min < cfg.lift_height:
             raise ValueError(f"Need 0 <= lift_min < lift_height (metres), got {cfg.lift_min} and {cfg.lift_height}.")
         if not (cfg.cube_x[0] <= cfg.cube_x[1] and cfg.cube_y[0] <= cfg.cube_y[1]):
@@ -214,9 +225,13 @@ class SO101LiftTask(TorchTask):
         """Height of the cube above its resting height ``[N]`` (metres)."""
         return self.cube_pos[:, 2] - CUBE_HALF_SIZE
 
+    def grasp_distance(self) -> torch.Tensor:
+        """``[N]`` distance (metres) of the cube's centre from the midpoint of the fingertip pads."""
+        return torch.linalg.vector_norm(self.cube_pos - self.grasp_point, dim=-1)
+
     def grasped(self) -> torch.Tensor:
-        """``[N]`` bool: both jaws touch the cube."""
-        return self.touch.sum(-1) >= 2
+        """``[N]`` bool: the cube is between the pads (within ``grasp_radius`` of their midpoint), both jaws on it."""
+        return (self.touch.sum(-1) >= 2) & (self.grasp_distance() < self.cfg.grasp_radius)
 
     action_names = [f"{j}.position_target" for j in ARM_JOINTS] + [f"{GRIPPER}.open_close"]
     joint_names = [*ARM_JOINTS, GRIPPER]
@@ -241,13 +256,17 @@ class SO101LiftTask(TorchTask):
 
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         c = self.cfg
-        dist = torch.linalg.vector_norm(self.cube_pos - self.grasp_point, dim=-1)
+        dist = self.grasp_distance()
         height = self.lift()
+        far_and_open = (self.last_action[:, -1] > 0) & (dist > 2.0 * c.grasp_radius)
         qd = self.backend.qvel[:, self._dof_ids[:-1]].to(self.device, torch.float32)
         return {
             "reach": c.reach_weight * (1.0 - torch.tanh(dist / c.reach_scale)),
             "grasp": c.grasp_weight * self.grasped().float(),
-            "lift": c.lift_weight * ((height - c.lift_min) / (c.lift_height - c.lift_min)).clamp(0.0, 1.0),
+            "open": c.open_weight * far_and_open.float(),
+            "lift": c.lift_weight
+            * self.grasped().float()
+            * ((height - c.lift_min) / (c.lift_height - c.lift_min)).clamp(0.0, 1.0),
             "success": c.success_weight * self._success().float(),
             "action_rate": -c.action_rate_weight * (self.last_action - self._prev_action).square().sum(-1),
             "joint_vel": -c.joint_vel_weight * qd.square().sum(-1),

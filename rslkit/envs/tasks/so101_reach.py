@@ -261,6 +261,22 @@ def _make(cfg: SO101ReachCfg, device: str) -> SO101ReachTask:
     return SO101ReachTask(cfg, device)
 
 
+def so101_reach_flow_bc_cfg():
+    """Flow behaviour cloning of reaching demonstrations (``python -m rslkit.record``): chunks of 50 joint targets
+    (1 s at 50 Hz, the pi0 / SmolVLA chunk length), K = 4 Euler steps, 256-wide residual MLP with 3 blocks."""
+    from rslkit.algorithms.flow_bc import FlowBCCfg
+    from rslkit.models.flow import FlowPolicyCfg
+    from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
+
+    return FlowBCRunnerCfg(
+        algorithm=FlowBCCfg(batch_size=256, learning_rate=1e-3),
+        policy=FlowPolicyCfg(horizon=50, num_inference_steps=4, hidden_dim=256, num_blocks=3),
+        max_iterations=30,
+        updates_per_iteration=100,
+        eval_interval=0,
+    )
+
+
 from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
 from rslkit.runners.sac_defaults import robot_sac_cfg  # noqa: E402
 
@@ -269,7 +285,11 @@ register_task(
         name="so101-reach",
         env_cfg=lambda: SO101ReachCfg(num_envs=512),
         make_env=_make,
-        agent_cfgs={"ppo": so101_reach_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.97)},
+        agent_cfgs={
+            "ppo": so101_reach_ppo_cfg,
+            "sac": lambda: robot_sac_cfg(gamma=0.97),
+            "flow-bc": so101_reach_flow_bc_cfg,
+        },
         description="SO-101 arm reaching random end-effector targets (MuJoCo; --sim mujoco|warp)",
     )
 )
