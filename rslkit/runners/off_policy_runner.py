@@ -13,16 +13,14 @@ from tensordict import TensorDict
 
 from rslkit.algorithms.sac import SAC, SACModel
 from rslkit.envs.vec_env import VecEnv
+from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.storage.replay_buffer import ReplayBuffer
-from rslkit.utils.allocator import tune_cpu_allocator
-from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.logger import RunLogger, format_summary
 
 
 def check_continuous(env: VecEnv) -> None:
@@ -58,13 +56,16 @@ def load_demonstrations(path: str | Path) -> TensorDict:
     return data
 
 
-class OffPolicyRunner:
+class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
     """Trains SAC on a :class:`~rslkit.envs.VecEnv` (same interface as :class:`OnPolicyRunner`).
 
     The env may report ``extras["final_obs"]`` (batch ``[N]``, the observation reached before an auto-reset: the
     Gymnasium adapter always does, rslkit tasks once the runner calls their ``request_final_obs()``); time-outs
     then bootstrap from it. Without it, a timed-out transition cannot be bootstrapped and is left out of the critic
     loss (its n-step predecessors bootstrap from the step before).
+
+    Resuming with :meth:`load` is exact (same as the uninterrupted run) when the checkpoint holds the replay buffer
+    and the env provides ``state_dict``; otherwise the buffer refills from scratch before updates resume.
 
     Args:
         env: the environment (rslkit task or any rsl_rl-style env) with continuous actions in ``[-1, 1]``.
@@ -78,6 +79,8 @@ class OffPolicyRunner:
         ValueError: for discrete-action envs, multi-process runs or missing observation groups.
     """
 
+    algorithm_name = "sac"
+
     def __init__(
         self,
         env: VecEnv,
@@ -88,28 +91,23 @@ class OffPolicyRunner:
         run_info: dict[str, Any] | None = None,
     ) -> None:
         check_continuous(env)
-        self.dist = dist_info or DistInfo()
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
         if self.dist.world_size > 1:
             raise ValueError("The SAC runner trains in one process; drop torchrun and raise --num_envs instead.")
         if cfg.num_steps_per_env < 1:
             raise ValueError(f"agent.num_steps_per_env must be >= 1, got {cfg.num_steps_per_env}.")
-        self.env = env
         if callable(getattr(env, "request_final_obs", None)):
             env.request_final_obs()  # type: ignore[attr-defined]
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.run_info = run_info or {}
         obs = env.get_observations().to(self.device)
         model = SACModel(obs, env.num_actions, cfg.policy)
         self.alg = SAC(model, cfg.algorithm, env.num_actions, self.device)
         self.buffer: ReplayBuffer | None = None
         """Allocated on the first :meth:`learn` (or when a checkpoint with replay contents is loaded)."""
         self.stats = EpisodeStats(env.num_envs, self.device, cfg.episode_stats_window)
-        self.iteration = 0
-        """The next iteration to run (also what checkpoints store)."""
         self.env_steps = 0
         """Vectorized env steps taken (each is ``num_envs`` transitions)."""
+        self._obs = obs
+        """The observation the next env step starts from (fetched again when :meth:`learn` starts)."""
 
     @property
     def policy(self) -> SACModel:
@@ -138,51 +136,20 @@ class OffPolicyRunner:
         return self.buffer
 
     # ------------------------------------------------------------------ training loop
-    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
-        """Run ``num_iterations`` iterations (default: up to ``cfg.max_iterations`` in total).
-
-        Returns:
-            The metrics of the last iteration.
-        """
-        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
-        if self.device.type == "cpu":
-            tune_cpu_allocator()
+    def _start_learning(self) -> None:
         self._ensure_buffer()
         if self.cfg.init_at_random_ep_len and self.iteration == 0:
-            self.env.episode_length_buf = torch.randint_like(
-                self.env.episode_length_buf, high=int(self.env.max_episode_length)
-            )
-            self.stats.mark_partial()  # the first, shortened episodes are not real returns
-        logger = RunLogger(
-            self.log_dir,
-            total_iterations=end,
-            start_iteration=self.iteration,
-            backends=self.cfg.logger,
-            config={"agent": to_dict(self.cfg), **self.run_info},
-            quiet=False,
-            wandb_project=self.cfg.wandb_project,
-        )
-        obs = self.env.get_observations().to(self.device)
-        metrics: dict[str, float] = {}
-        try:
-            while self.iteration < end:
-                metrics, obs = self._iteration(obs)
-                logger.log(self.iteration, metrics, format_summary(self.iteration, end, metrics))
-                self.iteration += 1
-                last = self.iteration == end
-                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
-        finally:
-            logger.close()
-        return metrics
+            self._spread_episode_starts()
+        self._obs = self.env.get_observations().to(self.device)
 
     def _act(self, obs: TensorDict) -> torch.Tensor:
         if self.env_steps < self.cfg.random_steps:
             return torch.rand(self.env.num_envs, self.env.num_actions, device=self.device) * 2.0 - 1.0
         return self.policy.act(obs)
 
-    def _iteration(self, obs: TensorDict) -> tuple[dict[str, float], TensorDict]:
+    def _iteration(self) -> dict[str, float]:
         assert self.buffer is not None
+        obs = self._obs
         collect_time = learn_time = 0.0
         env_log: dict[str, list] = {}
         sums: dict[str, torch.Tensor] = {}
@@ -222,7 +189,8 @@ class OffPolicyRunner:
                         counts[key] = counts.get(key, 0) + 1
                     num_updates += 1
             learn_time += time.perf_counter() - t1
-        return self._metrics(sums, counts, env_log, num_updates, collect_time, learn_time), obs
+        self._obs = obs
+        return self._metrics(sums, counts, env_log, num_updates, collect_time, learn_time)
 
     def _metrics(
         self,
@@ -258,45 +226,26 @@ class OffPolicyRunner:
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path: str | Path) -> None:
-        """Write an atomic checkpoint: networks, optimizers, temperature, normalizers, config, next iteration, RNG,
-        env state, and the replay buffer when ``cfg.replay.save_in_checkpoint``."""
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """Networks, optimizers, temperature, normalizers, config, env steps, RNG, env state, and the replay buffer
+        when ``cfg.replay.save_in_checkpoint``."""
         replay = None
         if self.cfg.replay.save_in_checkpoint and self.buffer is not None:
             replay = self.buffer.state_dict()
-        save_checkpoint(
-            path,
-            {
-                "algorithm": "sac",
-                "iteration": self.iteration,
-                "total_env_steps": self.total_env_steps,
-                "env_steps": self.env_steps,
-                "alg": self.alg.state_dict(),
-                "agent_cfg": to_dict(self.cfg),
-                **capture_run_state(self.env, self.stats),
-                "replay": replay,
-                **self.run_info,
-            },
-        )
+        return {
+            "total_env_steps": self.total_env_steps,
+            "env_steps": self.env_steps,
+            "alg": self.alg.state_dict(),
+            "agent_cfg": to_dict(self.cfg),
+            **capture_run_state(self.env, self.stats),
+            "replay": replay,
+        }
 
-    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a checkpoint (or, with ``weights_only``, just take its network weights and normalizers).
+    def _load_weights(self, alg_state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(alg_state["model"])
 
-        Resuming is exact (same as the uninterrupted run) when the checkpoint holds the replay buffer and the env
-        provides ``state_dict``; otherwise the buffer refills from scratch before updates resume.
-
-        Raises:
-            ValueError: if the checkpoint was made by another algorithm or an incompatible network.
-        """
-        data = load_runner_checkpoint(path, "sac", self.device)
-        with checkpoint_must_fit(path):
-            if weights_only:
-                self.policy.load_state_dict(data["alg"]["model"])
-                return data
-            self.alg.load_state_dict(data["alg"])
-        self.iteration = data["iteration"]
+    def _restore(self, data: dict[str, Any]) -> None:
         self.env_steps = data.get("env_steps", 0)
         restore_run_state(data, self.env, self.stats)
         if data.get("replay") is not None:
             self._ensure_buffer().load_state_dict(data["replay"])
-        return data

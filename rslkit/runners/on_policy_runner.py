@@ -14,15 +14,13 @@ from tensordict import TensorDict
 from rslkit.algorithms.ppo import PPO
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.actor_critic import ActorCritic
+from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.allocator import tune_cpu_allocator
-from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.logger import RunLogger, format_summary
 
 
 def _discrete_choices(env: VecEnv, distribution: str) -> int | None:
@@ -41,7 +39,7 @@ def _discrete_choices(env: VecEnv, distribution: str) -> int | None:
     return None
 
 
-class OnPolicyRunner:
+class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
     """Trains a PPO actor-critic on a :class:`~rslkit.envs.VecEnv`.
 
     Args:
@@ -53,6 +51,8 @@ class OnPolicyRunner:
         run_info: extra entries for the checkpoint (task name, env config) so ``play.py`` can rebuild the env.
     """
 
+    algorithm_name = "ppo"
+
     def __init__(
         self,
         env: VecEnv,
@@ -62,21 +62,16 @@ class OnPolicyRunner:
         dist_info: DistInfo | None = None,
         run_info: dict[str, Any] | None = None,
     ) -> None:
-        self.env = env
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.dist = dist_info or DistInfo()
-        self.run_info = run_info or {}
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
         obs = env.get_observations().to(self.device)
         num_choices = _discrete_choices(env, cfg.policy.distribution)
         policy = ActorCritic(obs, env.num_actions, cfg.policy, num_choices)
         self.alg = PPO(policy, cfg.algorithm, cfg.num_steps_per_env, obs, self.device)
         self.alg.broadcast_parameters()
         self.stats = EpisodeStats(env.num_envs, self.device, cfg.episode_stats_window)
-        self.iteration = 0
-        """The next iteration to run (also what checkpoints store)."""
         self.total_env_steps = 0
+        self._obs = obs
+        """The observation the next rollout starts from (fetched again when :meth:`learn` starts)."""
 
     @property
     def policy(self) -> ActorCritic:
@@ -95,45 +90,13 @@ class OnPolicyRunner:
         self.policy.reset(dones)
 
     # ------------------------------------------------------------------ training loop
-    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
-        """Run ``num_iterations`` iterations (default: up to ``cfg.max_iterations`` in total).
-
-        Returns:
-            The metrics of the last iteration.
-        """
-        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
-        if self.device.type == "cpu":
-            tune_cpu_allocator()
+    def _start_learning(self) -> None:
         if self.cfg.init_at_random_ep_len and self.iteration == 0:
-            self.env.episode_length_buf = torch.randint_like(
-                self.env.episode_length_buf, high=int(self.env.max_episode_length)
-            )
-            self.stats.mark_partial()  # the first, shortened episodes are not real returns
-        logger = RunLogger(
-            self.log_dir if self.dist.is_main else None,
-            total_iterations=end,
-            start_iteration=self.iteration,
-            backends=self.cfg.logger,
-            config={"agent": to_dict(self.cfg), **self.run_info},
-            quiet=not self.dist.is_main,
-            wandb_project=self.cfg.wandb_project,
-        )
-        obs = self.env.get_observations().to(self.device)
-        metrics: dict[str, float] = {}
-        try:
-            while self.iteration < end:
-                metrics, obs = self._iteration(obs)
-                if self.dist.is_main:
-                    logger.log(self.iteration, metrics, format_summary(self.iteration, end, metrics))
-                self.iteration += 1
-                last = self.iteration == end
-                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
-        finally:
-            logger.close()
-        return metrics
+            self._spread_episode_starts()
+        self._obs = self.env.get_observations().to(self.device)
 
-    def _iteration(self, obs: TensorDict) -> tuple[dict[str, float], TensorDict]:
+    def _iteration(self) -> dict[str, float]:
+        obs = self._obs
         t0 = time.perf_counter()
         env_log: dict[str, list] = {}
         self.alg.begin_rollout()
@@ -166,7 +129,8 @@ class OnPolicyRunner:
         metrics["Perf/collect_time"] = t1 - t0
         metrics["Perf/learn_time"] = t2 - t1
         metrics["Perf/total_env_steps"] = float(self.total_env_steps)
-        return metrics, obs
+        self._obs = obs
+        return metrics
 
     @torch.no_grad()
     def _mean_std(self) -> torch.Tensor:
@@ -177,38 +141,22 @@ class OnPolicyRunner:
         return self.policy.dist.std(params).mean()
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path: str | Path) -> None:
-        """Write an atomic checkpoint: models, optimizer, normalizers, config, next iteration, RNG and env state."""
-        save_checkpoint(
-            path,
-            {
-                "algorithm": "ppo",
-                "iteration": self.iteration,
-                "total_env_steps": self.total_env_steps,
-                "alg": self.alg.state_dict(),
-                "agent_cfg": to_dict(self.cfg),
-                **capture_run_state(self.env, self.stats),
-                "hidden": self.policy.hidden_states(),
-                **self.run_info,
-            },
-        )
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """Models, optimizer, normalizers, config, env steps, RNG, env and recurrent state."""
+        return {
+            "total_env_steps": self.total_env_steps,
+            "alg": self.alg.state_dict(),
+            "agent_cfg": to_dict(self.cfg),
+            **capture_run_state(self.env, self.stats),
+            "hidden": self.policy.hidden_states(),
+        }
 
-    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a checkpoint (or, with ``weights_only``, just take its policy weights).
+    def _load_weights(self, alg_state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(alg_state["policy"])
 
-        Raises:
-            ValueError: if the checkpoint was made by another algorithm or an incompatible network.
-        """
-        data = load_runner_checkpoint(path, "ppo", self.device)
-        with checkpoint_must_fit(path):
-            if weights_only:
-                self.policy.load_state_dict(data["alg"]["policy"])
-                return data
-            self.alg.load_state_dict(data["alg"])
-        self.iteration = data["iteration"]
+    def _restore(self, data: dict[str, Any]) -> None:
         self.total_env_steps = data.get("total_env_steps", 0)
         if self.dist.world_size == 1:
             restore_run_state(data, self.env, self.stats)
             actor_h, critic_h = data.get("hidden", (None, None))
             self.policy.actor_hidden, self.policy.critic_hidden = actor_h, critic_h
-        return data

@@ -18,12 +18,10 @@ from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
+from rslkit.runners.base import BaseRunner
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.utils.allocator import tune_cpu_allocator
-from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.logger import RunLogger, format_summary
 from rslkit.utils.seeding import rng_state, set_rng_state
 
 
@@ -109,13 +107,14 @@ def _run_episodes(
     raise RuntimeError(f"Evaluation: not every env finished an episode within {limit} steps.")
 
 
-class PretrainRunner:
+class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC]):
     """Behaviour cloning of a flow policy (same interface as :class:`~rslkit.runners.OnPolicyRunner`).
 
     The dataset is loaded when :meth:`learn` starts (so ``play.py`` can rebuild the runner without it), checked
-    against the env's observation/action sizes, and its min-max statistics become the policy's normalizers.
-    Evaluation runs the EMA policy with the deterministic ODE, one episode per env, and its returns feed
-    :attr:`stats`.
+    against the env's observation/action sizes, and its min-max statistics become the policy's normalizers. A
+    :meth:`learn` iteration takes ``updates_per_iteration`` gradient steps; every ``eval_interval`` iterations and
+    after the last, evaluation runs the EMA policy with the deterministic ODE, one episode per env, and its returns
+    feed :attr:`stats`.
 
     Args:
         env: the environment the policy will run in (for sizes and evaluation).
@@ -137,20 +136,13 @@ class PretrainRunner:
         dist_info: DistInfo | None = None,
         run_info: dict[str, Any] | None = None,
     ) -> None:
-        self.dist = dist_info or DistInfo()
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
         if self.dist.world_size > 1:
             raise ValueError("flow-bc runs in a single process; start train.py without torchrun.")
-        self.env = env
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.run_info = run_info or {}
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         self.alg = FlowBC(FlowPolicy(obs_dim, env.num_actions, cfg.policy), cfg.algorithm, self.device)
         self.stats = EpisodeStats(env.num_envs, self.device)
         self.dataset: ChunkDataset | None = None
-        self.iteration = 0
-        """The next iteration to run (also what checkpoints store)."""
         self._executor: ChunkExecutor | None = None
 
     @property
@@ -206,43 +198,13 @@ class PretrainRunner:
         return {"Eval/mean_return": float(returns.mean()), "Eval/std_return": float(returns.std())}
 
     # ------------------------------------------------------------------ training loop
-    def learn(self, num_iterations: int | None = None) -> dict[str, float]:
-        """Run ``num_iterations`` iterations of ``updates_per_iteration`` gradient steps (default: up to
-        ``cfg.max_iterations``), evaluating every ``eval_interval`` iterations and at the end.
+    def _start_learning(self) -> None:
+        if self.dataset is None:
+            self.load_dataset()
 
-        Returns:
-            The metrics of the last iteration.
-        """
-        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
-        if self.device.type == "cpu":
-            tune_cpu_allocator()
-        dataset = self.dataset if self.dataset is not None else self.load_dataset()
-        logger = RunLogger(
-            self.log_dir,
-            total_iterations=end,
-            start_iteration=self.iteration,
-            backends=self.cfg.logger,
-            config={"agent": to_dict(self.cfg), **self.run_info},
-            wandb_project=self.cfg.wandb_project,
-        )
-        metrics: dict[str, float] = {}
-        try:
-            while self.iteration < end:
-                metrics = self._iteration(dataset)
-                self.iteration += 1
-                last = self.iteration == end
-                interval = self.cfg.eval_interval
-                if last or (interval > 0 and self.iteration % interval == 0):
-                    metrics.update(self.evaluate())
-                    metrics.update(self.stats.summary())
-                logger.log(self.iteration - 1, metrics, format_summary(self.iteration - 1, end, metrics))
-                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
-        finally:
-            logger.close()
-        return metrics
-
-    def _iteration(self, dataset: ChunkDataset) -> dict[str, float]:
+    def _iteration(self) -> dict[str, float]:
+        dataset = self.dataset
+        assert dataset is not None
         t0 = time.perf_counter()
         sums: dict[str, float] = {}
         self.alg.policy.train()
@@ -264,36 +226,26 @@ class PretrainRunner:
         metrics["Perf/learn_time"] = elapsed
         return metrics
 
+    def _after_iteration(self, metrics: dict[str, float], last: bool) -> None:
+        interval = self.cfg.eval_interval
+        if last or (interval > 0 and self.iteration % interval == 0):
+            metrics.update(self.evaluate())
+            metrics.update(self.stats.summary())
+
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path: str | Path) -> None:
-        """Atomic checkpoint: policy, EMA policy, optimizer, config, next iteration, RNG state."""
-        save_checkpoint(
-            path,
-            {
-                "algorithm": self.algorithm_name,
-                "iteration": self.iteration,
-                "alg": self.alg.state_dict(),
-                "agent_cfg": to_dict(self.cfg),
-                "rng": rng_state(),
-                "episode_stats": self.stats.state_dict(),
-                **self.run_info,
-            },
-        )
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """Policy, EMA policy, optimizer, config, RNG state and episode statistics."""
+        return {
+            "alg": self.alg.state_dict(),
+            "agent_cfg": to_dict(self.cfg),
+            "rng": rng_state(),
+            "episode_stats": self.stats.state_dict(),
+        }
 
-    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a checkpoint, or with ``weights_only`` take its policy and EMA weights.
+    def _load_weights(self, alg_state: dict[str, Any]) -> None:
+        self.alg.policy.load_state_dict(alg_state["policy"])
+        self.alg.ema.load_state_dict(alg_state["ema"])
 
-        Raises:
-            ValueError: for a checkpoint of another algorithm or an incompatible network.
-        """
-        data = load_runner_checkpoint(path, self.algorithm_name, self.device)
-        with checkpoint_must_fit(path):
-            if weights_only:
-                self.alg.policy.load_state_dict(data["alg"]["policy"])
-                self.alg.ema.load_state_dict(data["alg"]["ema"])
-                return data
-            self.alg.load_state_dict(data["alg"])
-        self.iteration = data["iteration"]
+    def _restore(self, data: dict[str, Any]) -> None:
         set_rng_state(data["rng"])
         self.stats.load_state_dict(data["episode_stats"])
-        return data

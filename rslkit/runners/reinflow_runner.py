@@ -16,15 +16,14 @@ from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
+from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.allocator import tune_cpu_allocator
-from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.logger import RunLogger, format_summary
 
 
 @dataclass
@@ -62,7 +61,7 @@ def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyC
     return from_dict(FlowPolicyCfg, data["agent_cfg"]["policy"]), data["alg"]["ema"]["model"]
 
 
-class ReinFlowRunner:
+class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
     """Fine-tunes a flow policy with ReinFlow (same interface as :class:`~rslkit.runners.OnPolicyRunner`).
 
     Rollouts run in an :class:`~rslkit.envs.action_chunk.ActionChunkWrapper` (one decision = ``Ta`` env steps);
@@ -90,14 +89,9 @@ class ReinFlowRunner:
         dist_info: DistInfo | None = None,
         run_info: dict[str, Any] | None = None,
     ) -> None:
-        self.dist = dist_info or DistInfo()
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
         if self.dist.world_size > 1:
             raise ValueError("reinflow runs in a single process; start train.py without torchrun.")
-        self.env = env
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.run_info = run_info or {}
         weights = None
         if cfg.pretrained:
             cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
@@ -119,10 +113,10 @@ class ReinFlowRunner:
         chain = make_chain(policy, cfg.algorithm)
         self.alg = ReinFlow(chain, cfg.algorithm, cfg.num_steps_per_env, obs, cfg.policy.obs_group, self.device)
         self.stats = EpisodeStats(env.num_envs, self.device)
-        self.iteration = 0
-        """The next iteration to run (also what checkpoints store)."""
         self.total_env_steps = 0
         self._executor: ChunkExecutor | None = None
+        self._obs = obs
+        """The observation the next rollout starts from (fetched again when :meth:`learn` starts)."""
 
     @property
     def policy(self) -> FlowPolicy:
@@ -170,36 +164,13 @@ class ReinFlowRunner:
                 "ReinFlow fine-tunes a pretrained flow policy: pass --pretrained PATH (a flow-bc checkpoint), "
                 "--agent.pretrained PATH, or resume a reinflow run."
             )
-        end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
-        if self.device.type == "cpu":
-            tune_cpu_allocator()
-        logger = RunLogger(
-            self.log_dir,
-            total_iterations=end,
-            start_iteration=self.iteration,
-            backends=self.cfg.logger,
-            config={"agent": to_dict(self.cfg), **self.run_info},
-            wandb_project=self.cfg.wandb_project,
-        )
-        obs = self.env.get_observations().to(self.device)
-        metrics: dict[str, float] = {}
-        try:
-            while self.iteration < end:
-                metrics, obs = self._iteration(obs)
-                self.iteration += 1
-                last = self.iteration == end
-                interval = self.cfg.eval_interval
-                if last or (interval > 0 and self.iteration % interval == 0):
-                    metrics.update(self.evaluate())
-                    obs = self.env.get_observations().to(self.device)
-                logger.log(self.iteration - 1, metrics, format_summary(self.iteration - 1, end, metrics))
-                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
-        finally:
-            logger.close()
-        return metrics
+        return super().learn(num_iterations)
 
-    def _iteration(self, obs: TensorDict) -> tuple[dict[str, float], TensorDict]:
+    def _start_learning(self) -> None:
+        self._obs = self.env.get_observations().to(self.device)
+
+    def _iteration(self) -> dict[str, float]:
+        obs = self._obs
         t0 = time.perf_counter()
         env_log: dict[str, list[float]] = {}
         with torch.inference_mode():
@@ -235,26 +206,28 @@ class ReinFlowRunner:
         metrics["Perf/learn_time"] = t2 - t1
         metrics["Perf/iteration_time"] = t2 - t0
         metrics["Perf/total_env_steps"] = float(self.total_env_steps)
-        return metrics, obs
+        self._obs = obs
+        return metrics
+
+    def _after_iteration(self, metrics: dict[str, float], last: bool) -> None:
+        interval = self.cfg.eval_interval
+        if last or (interval > 0 and self.iteration % interval == 0):
+            metrics.update(self.evaluate())
+            self._obs = self.env.get_observations().to(self.device)
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path: str | Path) -> None:
-        """Atomic, self-contained checkpoint (actor, critic, pretrained reference, optimizers, config, RNG, env)."""
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """Actor, critic, pretrained reference, optimizers, config (without ``pretrained``, whose path is kept as
+        ``pretrained_from``), env steps, RNG and env state: a self-contained checkpoint."""
         agent_cfg = to_dict(self.cfg)
         agent_cfg["pretrained"] = ""
-        save_checkpoint(
-            path,
-            {
-                "algorithm": self.algorithm_name,
-                "iteration": self.iteration,
-                "total_env_steps": self.total_env_steps,
-                "alg": self.alg.state_dict(),
-                "agent_cfg": agent_cfg,
-                "pretrained_from": self.cfg.pretrained,
-                **capture_run_state(self.env, self.stats),
-                **self.run_info,
-            },
-        )
+        return {
+            "total_env_steps": self.total_env_steps,
+            "alg": self.alg.state_dict(),
+            "agent_cfg": agent_cfg,
+            "pretrained_from": self.cfg.pretrained,
+            **capture_run_state(self.env, self.stats),
+        }
 
     def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
         """Resume from a reinflow checkpoint, or with ``weights_only`` take its actor (chain) and critic weights.
@@ -268,9 +241,7 @@ class ReinFlowRunner:
             raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by reinflow{hint}.")
         try:
             if weights_only:
-                self.alg.chain.load_state_dict(data["alg"]["chain"])
-                self.alg.critic.load_state_dict(data["alg"]["critic"])
-                self.alg.reference.load_state_dict(data["alg"]["reference"])
+                self._load_weights(data["alg"])
             else:
                 self.alg.load_state_dict(data["alg"])
         except RuntimeError as err:
@@ -283,6 +254,14 @@ class ReinFlowRunner:
         if weights_only:
             return data
         self.iteration = data["iteration"]
+        self._restore(data)
+        return data
+
+    def _load_weights(self, alg_state: dict[str, Any]) -> None:
+        self.alg.chain.load_state_dict(alg_state["chain"])
+        self.alg.critic.load_state_dict(alg_state["critic"])
+        self.alg.reference.load_state_dict(alg_state["reference"])
+
+    def _restore(self, data: dict[str, Any]) -> None:
         self.total_env_steps = data.get("total_env_steps", 0)
         restore_run_state(data, self.env, self.stats)
-        return data
