@@ -5,7 +5,8 @@ deadlines, a late tick runs at once and counts). The end-effector target jumps e
 new reachable point. Chunk inference runs on a worker thread (``ThreadedInference``): the exported ONNX policy
 computes the chunk (initial flow noise zeros, the mean chunk; ``--noise random`` draws it), then the thread sleeps
 until the injected latency ``L`` (x U(0.9, 1.1)) has passed since the request. ``--rt_priority P`` runs the
-control thread under ``SCHED_FIFO`` (``rslkit.deploy.clock.set_realtime_priority``). Modes:
+control thread under ``SCHED_FIFO`` (``rslkit.deploy.clock.set_realtime_priority``), ``--worker_rt_priority Q``
+the inference worker thread too (``Q < P``). Modes:
 
 * ``sync``: observe, infer, execute the whole chunk; the arm holds its last target while the policy thinks.
 * ``naive``: request whenever the worker is idle; the chunk is aligned to its observation tick and the actions
@@ -101,7 +102,13 @@ class LatentInference:
     """``ThreadedInference`` of an ONNX chunk policy with injected latency; remembers the target each request saw."""
 
     def __init__(
-        self, policy: OnnxPolicy, clock: MonotonicClock, latency_s: float, seed: int, zero_noise: bool
+        self,
+        policy: OnnxPolicy,
+        clock: MonotonicClock,
+        latency_s: float,
+        seed: int,
+        zero_noise: bool,
+        rt_priority: int | None = None,
     ) -> None:
         self.policy, self.latency_s = policy, latency_s
         shape = policy.meta.noise_shape or [1]
@@ -110,7 +117,7 @@ class LatentInference:
         self.target_of: dict[int, np.ndarray] = {}
         self._deadline = 0.0
         self._lock = threading.Lock()
-        self.worker = ThreadedInference(self._chunk, clock)
+        self.worker = ThreadedInference(self._chunk, clock, rt_priority)
 
     def _chunk(self, obs: Any) -> np.ndarray:
         chunk = self.policy(obs, self.noise)
@@ -149,12 +156,13 @@ def run(
     rt_priority: int | None = None,
     zero_noise: bool = True,
     success_radius: float = 0.02,
+    worker_rt_priority: int | None = None,
 ) -> dict:
-    """One run of ``len(targets)`` target segments (control thread under ``SCHED_FIFO`` at ``rt_priority`` if
-    given); returns metrics and the executed trace."""
+    """One run of ``len(targets)`` target segments (control thread under ``SCHED_FIFO`` at ``rt_priority``, the
+    inference worker at ``worker_rt_priority``, if given); returns metrics and the executed trace."""
     segment = round(segment_s * RATE)
     arm, clock = SimArm(targets, segment, seed), MonotonicClock()
-    inference = LatentInference(policy, clock, latency_s, seed, zero_noise)
+    inference = LatentInference(policy, clock, latency_s, seed, zero_noise, worker_rt_priority)
     horizon = int(policy.chunk_length or 1)
     cfg = AsyncEngineCfg(
         rate_hz=RATE,
@@ -166,7 +174,7 @@ def run(
     )
     conditioner = FutureStateConditioner.for_policy(policy.meta, "absolute") if mode == "vlash" else None
     engine = AsyncChunkEngine(arm, inference, clock, cfg, conditioner, tick_hook=arm.advance)
-    previous = set_realtime_priority(rt_priority) if rt_priority else None  # the worker thread stays normal
+    previous = set_realtime_priority(rt_priority) if rt_priority else None  # this (control) thread only
     try:
         engine.run(segment * len(targets))
     finally:
@@ -287,6 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--segment_s", type=float, default=2.0, help="seconds between target jumps")
     parser.add_argument("--reps", type=int, default=1, help="repetitions (each with new targets)")
     parser.add_argument("--rt_priority", type=int, default=0, help="SCHED_FIFO priority of the control loop (0: off)")
+    parser.add_argument(
+        "--worker_rt_priority", type=int, default=0, help="SCHED_FIFO priority of the inference worker (0: off)"
+    )
     parser.add_argument("--success_cm", type=float, default=2.0, help="reached: end effector this close (cm)")
     parser.add_argument("--noise", choices=("zeros", "random"), default="zeros", help="initial flow noise")
     parser.add_argument("--plot_latency_ms", type=float, default=100.0)
@@ -309,7 +320,10 @@ def main(argv: list[str] | None = None) -> None:
             for mode in modes:
                 policy = policies["vlash" if mode == "vlash" else "plain"]
                 zeros, rt = args.noise == "zeros", args.rt_priority or None
-                res = run(mode, policy, latency_s, targets, args.segment_s, rep, rt, zeros, args.success_cm / 100)
+                res = run(
+                    mode, policy, latency_s, targets, args.segment_s, rep, rt, zeros, args.success_cm / 100,
+                    args.worker_rt_priority or None,
+                )  # fmt: skip
                 rows.append({"rep": rep, "latency_s": latency_s, "mode": mode, **res})
                 print(
                     f"| {latency_s * 1e3:.0f} ms | {mode} | {res['reaction_s']:.2f} | {res['completion_s']:.2f} "

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rslkit.deploy.clock import Clock
+from rslkit.deploy.clock import Clock, set_realtime_priority
 
 ChunkFn = Callable[[Any], np.ndarray]
 """``obs -> chunk [H, A]`` (e.g. an :class:`~rslkit.deploy.onnx_policy.OnnxPolicy` called on one sample)."""
@@ -48,15 +48,31 @@ class ThreadedInference:
     Args:
         chunk_fn: the policy.
         clock: the engine's clock (timestamps).
+        rt_priority: ``SCHED_FIFO`` priority of the worker thread (Linux; None: normal scheduling). Give it one
+            below a real-time control thread's: the worker then runs whenever the control loop sleeps, ahead of
+            other processes. At normal priority a loaded machine can deschedule the worker while it holds Python's
+            GIL, and the control thread then waits for the GIL however high its own priority is.
+
+    Raises:
+        PermissionError: when the worker may not use real-time scheduling.
     """
 
-    def __init__(self, chunk_fn: ChunkFn, clock: Clock) -> None:
+    def __init__(self, chunk_fn: ChunkFn, clock: Clock, rt_priority: int | None = None) -> None:
         self.chunk_fn, self.clock = chunk_fn, clock
+        self.rt_priority = rt_priority
         self._requests: queue.Queue[tuple[InferenceRequest, float] | None] = queue.Queue(maxsize=1)
         self._results: queue.Queue[InferenceResult] = queue.Queue()
         self._busy = False
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self.native_id: int | None = None
+        """OS id of the worker thread (set once it runs)."""
         self._thread = threading.Thread(target=self._loop, name="rslkit-inference", daemon=True)
         self._thread.start()
+        self._ready.wait(timeout=5.0)
+        if self._start_error is not None:
+            self._thread.join(timeout=5.0)
+            raise self._start_error
 
     @property
     def busy(self) -> bool:
@@ -84,6 +100,15 @@ class ThreadedInference:
         return result
 
     def _loop(self) -> None:
+        self.native_id = threading.get_native_id()
+        try:
+            if self.rt_priority is not None:
+                set_realtime_priority(self.rt_priority)  # this thread only (Linux schedules threads)
+        except BaseException as err:  # raised by __init__ on the caller's thread
+            self._start_error = err
+            return
+        finally:
+            self._ready.set()
         while True:
             item = self._requests.get()
             if item is None:

@@ -179,3 +179,23 @@ def test_inference_errors_surface_on_the_control_thread():
             engine.step(1)
             time.sleep(0.001)
     inference.close()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getscheduler"), reason="Linux scheduling API")
+def test_worker_thread_real_time_priority_applies_to_the_worker_only():
+    import os
+
+    clock = MonotonicClock()
+    try:
+        inference = ThreadedInference(ramp_policy, clock, rt_priority=10)
+    except PermissionError:
+        pytest.skip("this process may not use SCHED_FIFO")
+    try:
+        assert inference.native_id is not None
+        assert os.sched_getscheduler(inference.native_id) == os.SCHED_FIFO
+        assert os.sched_getparam(inference.native_id).sched_priority == 10
+        assert os.sched_getscheduler(0) != os.SCHED_FIFO  # the calling thread is untouched
+    finally:
+        inference.close()
+    with pytest.raises(ValueError, match="1-99"):
+        ThreadedInference(ramp_policy, clock, rt_priority=0)
