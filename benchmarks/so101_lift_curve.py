@@ -1,17 +1,18 @@
-"""Learning curve of a ``so101-lift`` PPO run: reward terms, success rate and wall time per iteration.
+"""Learning curve of a ``so101-lift`` run (PPO or SAC): reward terms, success rate and wall time per iteration.
 
 Train first (bounded in time), then summarize the run's ``metrics.csv``::
 
-    timeout 960 .venv/bin/python train.py --task so101-lift --num_envs 512 --env.sim_threads 2 --logdir /tmp/lift
-    .venv/bin/python benchmarks/so101_lift_curve.py /tmp/lift/so101-lift/<run>
+    timeout 1800 .venv/bin/python train.py --task so101-lift --algo sac --threads 1 --logdir /tmp/lift
+    .venv/bin/python benchmarks/so101_lift_curve.py /tmp/lift/so101-lift/<run> --name so101_lift_sac_curve
 
-Writes ``benchmarks/results/so101_lift_curve.json`` and a plot ``so101_lift_curve.png`` beside it.
+Writes ``benchmarks/results/<name>.json`` and a plot ``<name>.png`` beside it.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 from pathlib import Path
 
 from _common import RESULTS_DIR, machine_info, write_results
@@ -35,7 +36,7 @@ def load_curve(run_dir: Path) -> list[dict[str, float]]:
     return rows
 
 
-def plot(rows: list[dict[str, float]], path: Path) -> None:
+def plot(rows: list[dict[str, float]], path: Path, title: str) -> None:
     """Term sums per episode (left) and success rate (right) against wall-clock minutes."""
     import matplotlib
 
@@ -50,7 +51,7 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
     ax0.legend()
     ax1.plot(minutes, [r["success_rate"] for r in rows])
     ax1.set(xlabel="wall-clock minutes", ylabel="success rate (cube up 5 cm)", ylim=(-0.02, 1.02))
-    fig.suptitle("so101-lift, PPO, 512 envs")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -58,11 +59,15 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a train.py run directory (holds metrics.csv and config.json)")
+    parser.add_argument("--name", default="so101_lift_curve", help="file name of the JSON and the plot")
     args = parser.parse_args()
     rows = load_curve(args.run_dir)
+    config = json.loads((args.run_dir / "config.json").read_text())
+    algo = "SAC" if "replay" in config["agent"] else "PPO"
+    title = f"so101-lift, {algo}, {config['env_cfg']['num_envs']} envs"
     payload = {"machine": machine_info(["torch", "mujoco"]), "run_dir": str(args.run_dir), "curve": rows}
-    print(f"wrote {write_results('so101_lift_curve', payload)}")
-    plot(rows, RESULTS_DIR / "so101_lift_curve.png")
+    print(f"wrote {write_results(args.name, payload)}")
+    plot(rows, RESULTS_DIR / f"{args.name}.png", title)
     for r in rows[:: max(1, len(rows) // 8)] + rows[-1:]:
         terms = " ".join(f"{t} {r[t]:6.2f}" for t in TERMS)
         print(f"it {r['iteration']:4d} | {r['seconds'] / 60:5.1f} min | {terms} | success {r['success_rate']:.2f}")

@@ -159,9 +159,12 @@ def test_grasp_pays_only_for_a_cube_held_between_the_pads():
     assert env.lift()[0] > 0.1  # held well above the floor
     lift = env._reward_terms(close)["lift"]
     assert lift[0] == pytest.approx(env.cfg.lift_weight) and not lift[1:].any()  # held and high: the full term
-    # Contact with both jaws is not enough: the cube must sit between the pads.
+    # Contact with both jaws is not enough: the cube must sit between the pads, and the gripper must be closing.
     env.touch[:] = 1.0
     assert env.grasped().tolist() == [True, False, False, False]
+    env.last_action[0, 5] = 1.0
+    assert not env.grasped().any()
+    env.last_action[0, 5] = -1.0
     # The open term pays for an open gripper far from the cube only.
     open_far = torch.zeros(4, 6)
     open_far[:, 5] = 1.0

@@ -70,9 +70,10 @@ class SO101LiftCfg(TaskCfg):
     """``+w * (1 - tanh(d / reach_scale))``, ``d``: cube centre to the midpoint of the fingertip pads."""
     reach_scale: float = 0.05
     grasp_weight: float = 2.0
-    """``+w`` per step in which the cube is held: both jaws touch it and its centre is within ``grasp_radius`` of the
-    midpoint of the fingertip pads (a cube pressed by the outside of closed jaws earns nothing: policies trained with
-    contact alone learned exactly that)."""
+    """``+w`` per step in which the cube is held: the gripper is commanded closed, both jaws touch the cube and its
+    centre is within ``grasp_radius`` of the midpoint of the fingertip pads. Each condition closed an exploit that a
+    policy found: contact alone (a cube pressed by the outside of closed jaws), contact near the pads with the
+    gripper wide open (a cube wedged and tilted between open jaws)."""
     grasp_radius: float = 0.02
     """Metres; a cube held between the pads sits ~3 mm from their midpoint, one pressed by closed jaws ~45 mm."""
     open_weight: float = 0.25
@@ -230,8 +231,10 @@ class SO101LiftTask(TorchTask):
         return torch.linalg.vector_norm(self.cube_pos - self.grasp_point, dim=-1)
 
     def grasped(self) -> torch.Tensor:
-        """``[N]`` bool: the cube is between the pads (within ``grasp_radius`` of their midpoint), both jaws on it."""
-        return (self.touch.sum(-1) >= 2) & (self.grasp_distance() < self.cfg.grasp_radius)
+        """``[N]`` bool: the gripper is commanded closed on a cube between the pads (within ``grasp_radius`` of their
+        midpoint) and both jaws touch it."""
+        closing = self.last_action[:, -1] <= 0
+        return closing & (self.touch.sum(-1) >= 2) & (self.grasp_distance() < self.cfg.grasp_radius)
 
     action_names = [f"{j}.position_target" for j in ARM_JOINTS] + [f"{GRIPPER}.open_close"]
     joint_names = [*ARM_JOINTS, GRIPPER]
