@@ -2,12 +2,14 @@
 
 glibc's ``malloc`` serves blocks above a dynamic threshold (128 KiB at start) with a fresh ``mmap`` and unmaps them
 on ``free``. A PPO update allocates and frees megabyte-sized activations and gradients thousands of times per
-iteration, so each of them is page-faulted and zeroed by the kernel again: ~50,000 minor page faults per
-iteration of 64-64 PPO at 4096 envs, about 12 % of the iteration (measured: 0.82-0.87 s -> 0.74-0.75 s per
-iteration; docs/benchmarks.md). Raising the mmap and trim thresholds lets ``malloc`` reuse the memory, and one
-arena for all threads keeps the PPO worker thread (``parallel_update``) off per-thread heaps, which glibc shrinks
-(and so page-faults again) on its own schedule. Peak RSS does not grow, but memory freed at the end of a phase is
-kept until the process exits. Threads that allocated before the call keep their arenas.
+iteration, so each of them is page-faulted and zeroed by the kernel again: 23,000-51,000 minor page faults per
+iteration of 64-64 PPO at 4096 envs; removing them made that PPO +2 to +20 % faster (median about +9 %,
+docs/benchmarks.md). Raising the mmap and trim thresholds lets ``malloc`` reuse the memory, and one
+arena for threads started later (the PPO worker thread of ``parallel_update``) keeps them off per-thread heaps,
+which glibc shrinks (and so page-faults again) on its own schedule. Threads that allocated before the call (torch's
+OpenMP workers) keep their arenas: with larger networks some 100,000 faults per iteration remain, which only
+``MALLOC_ARENA_MAX=1`` set before the process starts removes (worth ~2 % there). Peak RSS does not grow, but memory
+freed at the end of a phase is kept until the process exits.
 
 ``RSLKIT_MALLOC_TUNING=0`` in the environment turns this off. Nothing happens off glibc (macOS, Windows, musl).
 """
@@ -63,5 +65,5 @@ def _apply() -> bool:
         )
     )
     if not ok:
-        log.warning("glibc refused the malloc thresholds (mallopt returned 0); training runs, ~10 %% slower on CPU.")
+        log.warning("glibc refused the malloc thresholds (mallopt returned 0); training runs, ~10 % slower on CPU.")
     return ok
