@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from mujoco import batch as mj_batch
 
-from rslkit.envs.mujoco.backend_checks import check_controls, sensor_columns
+from rslkit.envs.mujoco.backend_checks import ModelSizes, check_controls, sensor_columns
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -37,7 +37,7 @@ class MujocoBackendCfg:
     """Physics substeps (``mj_step`` calls) per control step."""
 
 
-class MujocoBackend:
+class MujocoBackend(ModelSizes):
     """``num_envs`` simulations of ``model``, stepped together.
 
     Tensors (float64, CPU; the task casts and moves them):
@@ -71,19 +71,6 @@ class MujocoBackend:
         self.qvel = torch.from_numpy(self.batch.bind("qvel"))
         self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
         self.reset()
-
-    # ----------------------------------------------------------------- sizes
-    @property
-    def nq(self) -> int:
-        return self.model.nq
-
-    @property
-    def nv(self) -> int:
-        return self.model.nv
-
-    @property
-    def nu(self) -> int:
-        return self.model.nu
 
     # ----------------------------------------------------------------- stepping
     def step(self, ctrl: torch.Tensor) -> None:

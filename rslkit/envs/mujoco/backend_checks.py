@@ -1,9 +1,30 @@
-"""Input checks and model lookups shared by the physics backends (C MuJoCo and MuJoCo Warp)."""
+"""Input checks, model sizes and model lookups shared by the physics backends (C MuJoCo and MuJoCo Warp)."""
 
 from __future__ import annotations
 
 import mujoco
 import torch
+
+
+class ModelSizes:
+    """``nq``, ``nv``, ``nu`` of the backend's compiled ``model`` (``mujoco.MjModel``)."""
+
+    model: mujoco.MjModel
+
+    @property
+    def nq(self) -> int:
+        """Number of position coordinates."""
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        """Number of degrees of freedom."""
+        return self.model.nv
+
+    @property
+    def nu(self) -> int:
+        """Number of actuators."""
+        return self.model.nu
 
 
 def check_controls(ctrl: torch.Tensor, num_envs: int, nu: int, owner: str) -> None:

@@ -30,7 +30,7 @@ import mujoco
 import torch
 
 from rslkit.envs.mujoco.backend import MujocoBackendCfg
-from rslkit.envs.mujoco.backend_checks import check_controls, sensor_columns
+from rslkit.envs.mujoco.backend_checks import ModelSizes, check_controls, sensor_columns
 
 _INSTALL_HINT = "install MuJoCo Warp with `pip install -e '.[warp]'` (mujoco-warp, warp-lang)"
 _STATE_SIG = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -91,7 +91,7 @@ _SET_CONST_OUTPUTS = (
 )
 
 
-class WarpBackend:
+class WarpBackend(ModelSizes):
     """``num_envs`` simulations of ``model`` in MuJoCo Warp, on ``device`` (``cpu`` or ``cuda[:i]``).
 
     Tensors (float32, on ``device``):
@@ -178,19 +178,6 @@ class WarpBackend:
                 "--device cpu, or --sim mujoco for fast CPU simulation."
             )
         return wp.get_device(str(device))
-
-    # ----------------------------------------------------------------- sizes
-    @property
-    def nq(self) -> int:
-        return self.model.nq
-
-    @property
-    def nv(self) -> int:
-        return self.model.nv
-
-    @property
-    def nu(self) -> int:
-        return self.model.nu
 
     # ----------------------------------------------------------------- stepping
     def step(self, ctrl: torch.Tensor) -> None:
