@@ -15,6 +15,9 @@ the inference worker thread too (``Q < P``). Modes:
   observation, and the policy trained with future-state offsets (``--vlash``) gets the joint state rolled forward
   through the ``d`` pending absolute targets in its ``future_state`` input (replace-from merge).
 * ``delay``: ablation: ``vlash`` scheduling with the plain policy (no future state).
+* ``<mode>@n`` (e.g. ``vlash@3``): ``n`` requests in flight, staggered by ``ceil(d / n)`` ticks, on ``n`` worker
+  threads (``AsyncEngineCfg.max_in_flight``, ``ThreadedInference(workers=n)``): a server with ``n`` model replicas,
+  each with latency ``L``.
 
 Metrics (per run; medians over target jumps):
 
@@ -37,9 +40,9 @@ Usage (see docs/benchmarks.md for the training commands of the two policies)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -99,7 +102,8 @@ class SimArm:
 
 
 class LatentInference:
-    """``ThreadedInference`` of an ONNX chunk policy with injected latency; remembers the target each request saw."""
+    """``ThreadedInference`` (``workers`` threads) of an ONNX chunk policy with injected latency per request;
+    remembers the target each request saw."""
 
     def __init__(
         self,
@@ -109,20 +113,18 @@ class LatentInference:
         seed: int,
         zero_noise: bool,
         rt_priority: int | None = None,
+        workers: int = 1,
     ) -> None:
         self.policy, self.latency_s = policy, latency_s
         shape = policy.meta.noise_shape or [1]
         self.noise = np.zeros(shape, np.float32) if zero_noise else None
         self.rng = np.random.default_rng(seed)
         self.target_of: dict[int, np.ndarray] = {}
-        self._deadline = 0.0
-        self._lock = threading.Lock()
-        self.worker = ThreadedInference(self._chunk, clock, rt_priority)
+        self.worker = ThreadedInference(self._chunk, clock, rt_priority, workers)
 
-    def _chunk(self, obs: Any) -> np.ndarray:
+    def _chunk(self, timed: tuple[float, Any]) -> np.ndarray:
+        deadline, obs = timed
         chunk = self.policy(obs, self.noise)
-        with self._lock:
-            deadline = self._deadline
         remaining = deadline - time.perf_counter()
         if remaining > 0:
             time.sleep(remaining)
@@ -135,9 +137,8 @@ class LatentInference:
     def submit(self, request: InferenceRequest) -> None:
         obs = request.obs.obs if isinstance(request.obs, ConditionedObservation) else request.obs
         self.target_of[request.request_id] = np.asarray(obs)[TARGET].copy()
-        with self._lock:
-            self._deadline = time.perf_counter() + self.latency_s * self.rng.uniform(0.9, 1.1)
-        self.worker.submit(request)
+        deadline = time.perf_counter() + self.latency_s * self.rng.uniform(0.9, 1.1)
+        self.worker.submit(dataclasses.replace(request, obs=(deadline, request.obs)))
 
     def poll(self) -> InferenceResult | None:
         return self.worker.poll()
@@ -159,20 +160,22 @@ def run(
     worker_rt_priority: int | None = None,
 ) -> dict:
     """One run of ``len(targets)`` target segments (control thread under ``SCHED_FIFO`` at ``rt_priority``, the
-    inference worker at ``worker_rt_priority``, if given); returns metrics and the executed trace."""
+    inference workers at ``worker_rt_priority``, if given); returns metrics and the executed trace."""
+    base, in_flight = parse_mode(mode)
     segment = round(segment_s * RATE)
     arm, clock = SimArm(targets, segment, seed), MonotonicClock()
-    inference = LatentInference(policy, clock, latency_s, seed, zero_noise, worker_rt_priority)
+    inference = LatentInference(policy, clock, latency_s, seed, zero_noise, worker_rt_priority, in_flight)
     horizon = int(policy.chunk_length or 1)
     cfg = AsyncEngineCfg(
         rate_hz=RATE,
-        sync=mode == "sync",
-        chunk_start="observation" if mode == "naive" else "delay",
-        request_margin=horizon,  # async modes re-plan whenever the worker is idle
+        sync=base == "sync",
+        chunk_start="observation" if base == "naive" else "delay",
+        request_margin=horizon,  # async modes re-plan whenever a worker is idle
         initial_latency_s=1.1 * latency_s,
         latency_warmup=2,
+        max_in_flight=in_flight,
     )
-    conditioner = FutureStateConditioner.for_policy(policy.meta, "absolute") if mode == "vlash" else None
+    conditioner = FutureStateConditioner.for_policy(policy.meta, "absolute") if base == "vlash" else None
     engine = AsyncChunkEngine(arm, inference, clock, cfg, conditioner, tick_hook=arm.advance)
     previous = set_realtime_priority(rt_priority) if rt_priority else None  # this (control) thread only
     try:
@@ -182,6 +185,24 @@ def run(
             set_realtime_priority(None)
         inference.close()
     return {**_metrics(engine, arm, inference, segment, success_radius), "trace": _trace(engine, arm)}
+
+
+def parse_mode(mode: str) -> tuple[str, int]:
+    """``"vlash@3"`` -> ``("vlash", 3)``; ``"sync"`` -> ``("sync", 1)``.
+
+    Raises:
+        ValueError: for an unknown mode, ``n < 1``, or ``sync@n`` with ``n > 1``.
+    """
+    base, _, n = mode.partition("@")
+    if base not in MODES:
+        raise ValueError(f"Unknown mode '{mode}'; use one of {MODES}, optionally with '@n' (n requests in flight).")
+    try:
+        count = int(n) if n else 1
+    except ValueError:
+        raise ValueError(f"Mode '{mode}': the part after '@' must be an integer.") from None
+    if count < 1 or (base == "sync" and count > 1):
+        raise ValueError(f"Mode '{mode}': n must be >= 1, and 1 for sync.")
+    return base, count
 
 
 def _metrics(
@@ -232,6 +253,7 @@ def _metrics(
         "stall_fraction": stats["stall_fraction"],
         "chunks": stats["chunks"],
         "stale_actions": stats["stale_actions"],
+        "superseded": stats["superseded"],
         "latency_p50_ms": stats["latency_p50_ms"],
     }
 
@@ -310,6 +332,11 @@ def main(argv: list[str] | None = None) -> None:
     policies = {"plain": OnnxPolicy(args.plain, seed=0), "vlash": OnnxPolicy(args.vlash, seed=0)}
     latencies = [float(x) / 1e3 for x in args.latencies_ms.split(",")]
     modes = args.modes.split(",")
+    for mode in modes:
+        try:
+            parse_mode(mode)
+        except ValueError as err:
+            parser.error(str(err))
     rows = []
     header = "| latency | mode | reaction (s) | completion (s) | success | boundary / within step | ratio | "
     header += "lateness p99 / max (ms) | missed | stall |"
@@ -318,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
         targets = reachable_targets(args.jumps + 1, seed=100 + rep)
         for latency_s in latencies:
             for mode in modes:
-                policy = policies["vlash" if mode == "vlash" else "plain"]
+                policy = policies["vlash" if parse_mode(mode)[0] == "vlash" else "plain"]
                 zeros, rt = args.noise == "zeros", args.rt_priority or None
                 res = run(
                     mode, policy, latency_s, targets, args.segment_s, rep, rt, zeros, args.success_cm / 100,

@@ -1,17 +1,26 @@
 """Asynchronous action-chunk execution (VLASH-style): a fixed-rate control loop with absolute deadlines that
 executes actions from a tick-indexed timeline while the next chunk is inferred off the control thread.
 
-Per tick ``k`` (deadline ``t0 + k / rate``): merge a finished chunk, observe, execute the planned action of tick
+Per tick ``k`` (deadline ``t0 + k / rate``): merge finished chunks, observe, execute the planned action of tick
 ``k`` (or apply the starvation policy), then, when fewer actions remain than the estimated inference delay ``d``
 (ticks, p95 of measured latency) plus a margin, request the next chunk. With ``chunk_start="delay"`` (VLASH) the
 request conditions on the state rolled forward through the ``d`` actions of ticks ``k .. k+d-1`` and its first
 action belongs to tick ``k + d``; with ``chunk_start="observation"`` (naive async) it belongs to tick ``k`` and the
 actions whose time has passed on arrival are dropped.
+
+With ``max_in_flight = n > 1`` up to ``n`` requests overlap, started at least ``ceil(d / n)`` ticks apart, so a
+new observation reaches the policy every ``~L / n`` instead of every ``L``: reaction to a change drops from
+``~1.5 L`` to ``~(1 + 1 / 2n) L``. It needs an inference backend with that many workers and the throughput to
+match (``ThreadedInference(workers=n)``: several model replicas or accelerators, or latency dominated by
+transport). Results are merged as they arrive; one that arrives after a newer request's chunk is dropped
+(``EngineStats.superseded``). A VLASH request rolls the state forward through the planned timeline, which does not
+yet hold the chunks still in flight.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -43,7 +52,9 @@ class Inference(Protocol):
     """:class:`~rslkit.deploy.inference_worker.ThreadedInference` or ``SimulatedInference``."""
 
     @property
-    def busy(self) -> bool: ...
+    def busy(self) -> bool:
+        """True while no further request can be submitted."""
+        ...
 
     def submit(self, request: InferenceRequest) -> None: ...
 
@@ -74,6 +85,9 @@ class AsyncEngineCfg:
     last action while it waits, and the chunk starts when it arrives)."""
     max_missed_deadlines: int | None = None
     """End the run after this many late ticks (None: never)."""
+    max_in_flight: int = 1
+    """Async: requests computed at once, staggered by ``ceil(d / max_in_flight)`` ticks (see the module doc); the
+    inference backend needs as many workers."""
 
 
 @dataclass
@@ -93,9 +107,13 @@ class EngineStats:
     chunks: int = 0
     stale_actions: int = 0
     """Actions of arriving chunks whose tick had passed (dropped)."""
+    superseded: int = 0
+    """Chunks that arrived after a newer request's chunk (dropped)."""
     latencies_s: list[float] = field(default_factory=list)
     delay_ticks: list[int] = field(default_factory=list)
     """The delay estimate of each request."""
+    request_ticks: list[int] = field(default_factory=list)
+    """The tick of each request."""
     boundary_jumps: list[float] = field(default_factory=list)
     """``max |a_k - a_{k-1}|`` at ticks whose action came from a newer chunk than the previous tick's."""
     stopped: str | None = None
@@ -115,6 +133,7 @@ class EngineStats:
             "lateness_max_ms": float(late.max()),
             "chunks": float(self.chunks),
             "stale_actions": float(self.stale_actions),
+            "superseded": float(self.superseded),
             "latency_p50_ms": float(np.percentile(lat, 50)),
             "latency_p95_ms": float(np.percentile(lat, 95)),
             "boundary_jump_mean": float(np.mean(self.boundary_jumps)) if self.boundary_jumps else 0.0,
@@ -150,6 +169,8 @@ class AsyncChunkEngine:
             raise ValueError(f"rate_hz must be > 0, got {cfg.rate_hz}.")
         if cfg.request_margin < 0:
             raise ValueError(f"request_margin must be >= 0, got {cfg.request_margin}.")
+        if cfg.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {cfg.max_in_flight}.")
         self.robot, self.inference, self.clock = robot, inference, clock
         self.conditioner, self.tick_hook = conditioner, tick_hook
         self.period = 1.0 / cfg.rate_hz
@@ -167,9 +188,13 @@ class AsyncChunkEngine:
         self._last_action: np.ndarray | None = None
         self._last_chunk = -1
         self._next_id = 0
+        self._in_flight = 0
+        self._last_request_tick: int | None = None
+        self._newest_merged = -1
 
     # ------------------------------------------------------------------ pieces of a tick
     def _merge(self, result: InferenceResult, tick: int) -> None:
+        self._in_flight -= 1
         if result.error is not None:
             raise RuntimeError(f"Chunk inference failed: {result.error!r}") from result.error
         assert result.chunk is not None
@@ -178,6 +203,10 @@ class AsyncChunkEngine:
             chunk = chunk[0]
         self.latency.record(result.latency_s)
         self.stats.latencies_s.append(result.latency_s)
+        if result.request.request_id < self._newest_merged:  # a newer observation's chunk is already planned
+            self.stats.superseded += 1
+            return
+        self._newest_merged = result.request.request_id
         self.stats.chunks += 1
         start = result.request.start if not self.cfg.sync else tick
         self.stats.stale_actions += self.timeline.merge(chunk, start, tick, result.request.request_id)
@@ -193,18 +222,27 @@ class AsyncChunkEngine:
             obs = self.conditioner(obs, pending if pending is not None else np.zeros((0, 0)))
         self.inference.submit(InferenceRequest(obs, tick, start, self._next_id))
         self._next_id += 1
+        self._in_flight += 1
+        self._last_request_tick = tick
         self.stats.requests += 1
         self.stats.delay_ticks.append(d)
+        self.stats.request_ticks.append(tick)
 
     def _wants_chunk(self, tick: int, have_action: bool) -> bool:
         if self.inference.busy:
             return False
-        remaining = self.timeline.remaining_after(tick)
         if self.cfg.sync:  # observe, infer, then act: request once the plan has run out
-            return not have_action
+            return self._in_flight == 0 and not have_action
+        d = self.latency.delay_ticks(self.period)
+        if self._in_flight >= self.cfg.max_in_flight:
+            return False
+        if self._in_flight > 0:  # stagger overlapping requests over the latency
+            assert self._last_request_tick is not None
+            if tick - self._last_request_tick < math.ceil(d / self.cfg.max_in_flight):
+                return False
         if not have_action:
             return True
-        return remaining <= self.latency.delay_ticks(self.period) - 1 + self.cfg.request_margin
+        return self.timeline.remaining_after(tick) <= d - 1 + self.cfg.request_margin
 
     def step(self, tick: int) -> np.ndarray | None:
         """One control tick: merge, observe, act, maybe request. Returns the action sent (None: none yet).
@@ -212,8 +250,7 @@ class AsyncChunkEngine:
         Raises:
             RuntimeError: when inference failed.
         """
-        result = self.inference.poll()
-        if result is not None:
+        while (result := self.inference.poll()) is not None:
             self._merge(result, tick)
         obs = self.robot.observe()
         planned = self.timeline.action(tick)

@@ -43,72 +43,93 @@ class InferenceResult:
 
 
 class ThreadedInference:
-    """Runs ``chunk_fn`` on one daemon worker thread; one request in flight at a time.
+    """Runs ``chunk_fn`` on ``workers`` daemon worker threads; up to ``workers`` requests in flight at a time.
 
     Args:
-        chunk_fn: the policy.
+        chunk_fn: the policy; with ``workers > 1`` it is called from several threads at once, so it must be
+            thread-safe (an ``OnnxPolicy``'s ``InferenceSession.run`` is) and release the GIL while it computes.
         clock: the engine's clock (timestamps).
         rt_priority: ``SCHED_FIFO`` priority of the worker thread (Linux; None: normal scheduling). Give it one
             below a real-time control thread's: the worker then runs whenever the control loop sleeps, ahead of
             other processes. At normal priority a loaded machine can deschedule the worker while it holds Python's
             GIL, and the control thread then waits for the GIL however high its own priority is.
+        workers: worker threads (requests computed at once).
 
     Raises:
-        PermissionError: when the worker may not use real-time scheduling.
+        PermissionError: when a worker may not use real-time scheduling.
+        ValueError: for ``workers < 1``.
     """
 
-    def __init__(self, chunk_fn: ChunkFn, clock: Clock, rt_priority: int | None = None) -> None:
+    def __init__(self, chunk_fn: ChunkFn, clock: Clock, rt_priority: int | None = None, workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}.")
         self.chunk_fn, self.clock = chunk_fn, clock
-        self.rt_priority = rt_priority
-        self._requests: queue.Queue[tuple[InferenceRequest, float] | None] = queue.Queue(maxsize=1)
+        self.rt_priority, self.workers = rt_priority, workers
+        self._requests: queue.Queue[tuple[InferenceRequest, float] | None] = queue.Queue(maxsize=workers)
         self._results: queue.Queue[InferenceResult] = queue.Queue()
-        self._busy = False
-        self._ready = threading.Event()
-        self._start_error: BaseException | None = None
-        self.native_id: int | None = None
-        """OS id of the worker thread (set once it runs)."""
-        self._thread = threading.Thread(target=self._loop, name="rslkit-inference", daemon=True)
-        self._thread.start()
-        self._ready.wait(timeout=5.0)
-        if self._start_error is not None:
-            self._thread.join(timeout=5.0)
-            raise self._start_error
+        self._in_flight = 0
+        self._start_errors: list[BaseException] = []
+        self.native_ids: list[int] = []
+        """OS ids of the worker threads (set once they run)."""
+        self._threads = []
+        for i in range(workers):
+            ready = threading.Event()
+            thread = threading.Thread(target=self._loop, args=(ready,), name=f"rslkit-inference-{i}", daemon=True)
+            thread.start()
+            ready.wait(timeout=5.0)
+            self._threads.append(thread)
+        if self._start_errors:
+            self.close()
+            raise self._start_errors[0]
+
+    @property
+    def native_id(self) -> int | None:
+        """OS id of the first worker thread (None until it runs)."""
+        return self.native_ids[0] if self.native_ids else None
 
     @property
     def busy(self) -> bool:
-        """Whether a request is in flight (submitted, result not yet polled)."""
-        return self._busy
+        """Whether every worker has a request (submitted, result not yet polled)."""
+        return self._in_flight >= self.workers
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted whose results have not been polled."""
+        return self._in_flight
 
     def submit(self, request: InferenceRequest) -> None:
         """Start ``request``.
 
         Raises:
-            RuntimeError: when a request is already in flight.
+            RuntimeError: when every worker already has a request in flight.
         """
-        if self._busy:
-            raise RuntimeError("An inference request is already in flight; poll() its result first.")
-        self._busy = True
+        if self.busy:
+            raise RuntimeError(
+                f"{self._in_flight} inference request(s) already in flight on {self.workers} worker(s); poll() a "
+                "result first."
+            )
+        self._in_flight += 1
         self._requests.put((request, self.clock.now()))
 
     def poll(self) -> InferenceResult | None:
-        """The finished result, if any (never blocks)."""
+        """A finished result, if any, in order of completion (never blocks)."""
         try:
             result = self._results.get_nowait()
         except queue.Empty:
             return None
-        self._busy = False
+        self._in_flight -= 1
         return result
 
-    def _loop(self) -> None:
-        self.native_id = threading.get_native_id()
+    def _loop(self, ready: threading.Event) -> None:
+        self.native_ids.append(threading.get_native_id())
         try:
             if self.rt_priority is not None:
                 set_realtime_priority(self.rt_priority)  # this thread only (Linux schedules threads)
         except BaseException as err:  # raised by __init__ on the caller's thread
-            self._start_error = err
+            self._start_errors.append(err)
             return
         finally:
-            self._ready.set()
+            ready.set()
         while True:
             item = self._requests.get()
             if item is None:
@@ -121,40 +142,51 @@ class ThreadedInference:
             self._results.put(InferenceResult(request, chunk, submitted, self.clock.now(), error))
 
     def close(self) -> None:
-        """Stop the worker thread (after the request in flight, if any)."""
-        self._requests.put(None)
-        self._thread.join(timeout=5.0)
+        """Stop the worker threads (each after its request in flight, if any)."""
+        alive = [t for t in self._threads if t.is_alive()]
+        for _ in alive:
+            self._requests.put(None)
+        for thread in alive:
+            thread.join(timeout=5.0)
 
 
 class SimulatedInference:
     """Computes the chunk at once and releases it when ``latency_fn(request)`` seconds have passed on the clock.
 
     Deterministic with a :class:`~rslkit.deploy.clock.FakeClock`: the tests and benchmarks script the latency.
+    ``workers`` requests may be in flight at once; results come out in order of their ready times.
     """
 
-    def __init__(self, chunk_fn: ChunkFn, clock: Clock, latency_fn: Callable[[InferenceRequest], float]) -> None:
-        self.chunk_fn, self.clock, self.latency_fn = chunk_fn, clock, latency_fn
-        self._pending: tuple[InferenceResult, float] | None = None
+    def __init__(
+        self, chunk_fn: ChunkFn, clock: Clock, latency_fn: Callable[[InferenceRequest], float], workers: int = 1
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}.")
+        self.chunk_fn, self.clock, self.latency_fn, self.workers = chunk_fn, clock, latency_fn, workers
+        self._pending: list[InferenceResult] = []
 
     @property
     def busy(self) -> bool:
-        """Whether a request is in flight."""
-        return self._pending is not None
+        """Whether every worker has a request in flight."""
+        return len(self._pending) >= self.workers
 
     def submit(self, request: InferenceRequest) -> None:
         """Start ``request`` (its result is ready ``latency_fn(request)`` seconds from now)."""
-        if self._pending is not None:
-            raise RuntimeError("An inference request is already in flight; poll() its result first.")
+        if self.busy:
+            raise RuntimeError(
+                f"{len(self._pending)} inference request(s) already in flight on {self.workers} worker(s); poll() a "
+                "result first."
+            )
         now = self.clock.now()
         ready = now + float(self.latency_fn(request))
-        self._pending = (InferenceResult(request, np.asarray(self.chunk_fn(request.obs)), now, ready), ready)
+        self._pending.append(InferenceResult(request, np.asarray(self.chunk_fn(request.obs)), now, ready))
+        self._pending.sort(key=lambda r: r.finished_at)
 
     def poll(self) -> InferenceResult | None:
-        """The result once its time has come."""
-        if self._pending is None or self.clock.now() < self._pending[1] - 1e-9:
+        """The earliest result whose time has come."""
+        if not self._pending or self.clock.now() < self._pending[0].finished_at - 1e-9:
             return None
-        result, self._pending = self._pending[0], None
-        return result
+        return self._pending.pop(0)
 
     def close(self) -> None:
         """Nothing to stop."""

@@ -199,3 +199,90 @@ def test_worker_thread_real_time_priority_applies_to_the_worker_only():
         inference.close()
     with pytest.raises(ValueError, match="1-99"):
         ThreadedInference(ramp_policy, clock, rt_priority=0)
+
+
+class StepRobot:
+    """Observation ``[0]`` until tick ``switch``, then ``[1]``; the engine's tick hook advances it."""
+
+    def __init__(self, switch: int) -> None:
+        self.switch, self.tick = switch, 0
+
+    def observe(self) -> np.ndarray:
+        return np.array([float(self.tick >= self.switch)], np.float32)
+
+    def act(self, action: np.ndarray) -> None:
+        pass
+
+    def advance(self, tick: int, action: np.ndarray | None) -> None:
+        self.tick = tick + 1
+
+
+def _reaction_ticks(max_in_flight: int, switch: int = 41) -> tuple[int, list[int]]:
+    clock, robot = FakeClock(), StepRobot(switch)
+    inference = SimulatedInference(lambda obs: np.full((50, 1), obs[0]), clock, lambda r: 0.1, workers=max_in_flight)
+    cfg = AsyncEngineCfg(
+        rate_hz=RATE, chunk_start="observation", request_margin=50, initial_latency_s=0.1, latency_warmup=0,
+        max_in_flight=max_in_flight,
+    )  # fmt: skip
+    engine = AsyncChunkEngine(robot, inference, clock, cfg, tick_hook=robot.advance)
+    stats = engine.run(80)
+    assert stats.starved_ticks == 0 and stats.superseded == 0
+    first = next(t for t, a in enumerate(engine.executed) if a is not None and a[0] == 1.0)
+    return first - switch, stats.request_ticks
+
+
+@pytest.mark.parametrize(("max_in_flight", "reaction", "spacing"), [(1, 9, 5), (2, 6, 3), (5, 5, 1)])
+def test_overlapping_requests_react_sooner(max_in_flight, reaction, spacing):
+    # 100 ms latency = 5 ticks. One request in flight: a new observation every 5 ticks, so a change at tick 41 waits
+    # for the request of tick 45 and acts at 50. Staggered requests sample it every ceil(5 / n) ticks.
+    got, requests = _reaction_ticks(max_in_flight)
+    assert got == reaction
+    assert set(np.diff(requests)) == {spacing}
+
+
+def test_a_chunk_overtaken_by_a_newer_one_is_dropped():
+    clock = FakeClock()
+    latencies = {0: 0.3}  # the first request is slow; the second (tick 3) arrives first
+    inference = SimulatedInference(ramp_policy, clock, lambda r: latencies.get(r.request_id, 0.05), workers=2)
+    cfg = AsyncEngineCfg(
+        rate_hz=RATE, initial_latency_s=0.1, latency_warmup=0, chunk_start="observation", max_in_flight=2
+    )
+    engine = AsyncChunkEngine(TrackingRobot(), inference, clock, cfg)
+    stats = engine.run(40)
+    assert stats.superseded == 1
+    assert 0 not in engine.executed_chunks and engine.executed_chunks[6] == 1
+    with pytest.raises(ValueError, match="max_in_flight"):
+        AsyncChunkEngine(TrackingRobot(), inference, clock, AsyncEngineCfg(max_in_flight=0))
+
+
+def test_threaded_inference_runs_requests_on_several_workers_at_once():
+    import threading
+
+    from rslkit.deploy.inference_worker import InferenceRequest
+
+    barrier = threading.Barrier(2, timeout=5.0)  # breaks unless two calls run at the same time
+
+    def policy(obs):
+        barrier.wait()
+        return ramp_policy(obs)
+
+    inference = ThreadedInference(policy, MonotonicClock(), workers=2)
+    try:
+        for i in range(2):
+            inference.submit(InferenceRequest(np.zeros(1, np.float32), i, i, i))
+        assert inference.busy and inference.in_flight == 2
+        with pytest.raises(RuntimeError, match="2 worker"):
+            inference.submit(InferenceRequest(np.zeros(1, np.float32), 2, 2, 2))
+        results, deadline = [], time.perf_counter() + 10
+        while len(results) < 2 and time.perf_counter() < deadline:
+            result = inference.poll()
+            if result is None:
+                time.sleep(0.001)
+            else:
+                results.append(result)
+        assert sorted(r.request.request_id for r in results) == [0, 1]
+        assert all(r.error is None for r in results) and not inference.busy
+    finally:
+        inference.close()
+    with pytest.raises(ValueError, match="workers"):
+        ThreadedInference(ramp_policy, MonotonicClock(), workers=0)

@@ -164,6 +164,23 @@ def test_chunk_policy_through_the_async_engine(graphs: dict[str, Path]) -> None:
     assert ctrl.engine is not None and ctrl.engine.stats.starved_ticks == 0
 
 
+def test_chunk_in_flight_builds_that_many_workers(graphs: dict[str, Path]) -> None:
+    from rslkit.deploy.inference_worker import ThreadedInference
+
+    cfg = ControllerCfg(J, 100.0, observation=["joint_pos"], chunk_in_flight=2)
+    ctrl = PolicyController(OnnxPolicy(graphs["chunk"]), cfg)
+    try:
+        ctrl.on_joint_state(0.0, J, [0.1, 0.2, 0.3])
+        assert ctrl.engine is not None and ctrl.engine.cfg.max_in_flight == 2
+        inference = ctrl.engine.inference
+        assert isinstance(inference, ThreadedInference) and inference.workers == 2
+    finally:
+        ctrl.shutdown(0.01)
+    for bad in ({"chunk_in_flight": 0}, {"chunk_worker_rt_priority": 100}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ControllerCfg(J, 100.0, **bad).validate()  # type: ignore[arg-type]
+
+
 def test_exported_ppo_policy_runs(tmp_path: Path, build: SimpleNamespace) -> None:
     """A policy from rslkit's exporter (pendulum PPO: obs 3, one joint), not only the synthetic graphs."""
     from rslkit.deploy.export import export_policy

@@ -48,6 +48,12 @@ class ControllerCfg:
     """How a new action chunk merges into the plan (chunk policies; see ``ActionTimeline``)."""
     chunk_initial_latency_s: float = 0.02
     """Inference latency assumed for chunk scheduling until measured."""
+    chunk_in_flight: int = 1
+    """Chunk inference requests computed at once, each on its own worker thread (``AsyncEngineCfg.max_in_flight``):
+    more than 1 reacts sooner when the policy's compute leaves room for parallel requests."""
+    chunk_worker_rt_priority: int | None = None
+    """``SCHED_FIFO`` priority of the chunk inference worker threads (None: inherited from the process). Run the node
+    under a higher one (``chrt -f 50 ...``) so that the workers stay below the control loop."""
     future_state_mode: Literal["absolute", "delta"] = "absolute"
     """Chunk policies with a ``future_state`` input (VLASH offsets): the state when the chunk starts is the last
     pending action (``absolute`` targets) or the state plus their sum (``delta``)."""
@@ -78,6 +84,10 @@ class ControllerCfg:
             raise ValueError(f"trigger must be 'state' or 'timer', got '{self.trigger}'.")
         if self.future_state_mode not in ("absolute", "delta"):
             raise ValueError(f"future_state_mode must be 'absolute' or 'delta', got '{self.future_state_mode}'.")
+        if self.chunk_in_flight < 1:
+            raise ValueError(f"chunk_in_flight must be >= 1, got {self.chunk_in_flight}.")
+        if self.chunk_worker_rt_priority is not None and not 1 <= self.chunk_worker_rt_priority <= 99:
+            raise ValueError(f"chunk_worker_rt_priority must be 1-99 or None, got {self.chunk_worker_rt_priority}.")
         if self.chunk_merge not in MERGE_MODES:
             raise ValueError(f"chunk_merge must be one of {MERGE_MODES}, got '{self.chunk_merge}'.")
         for name in ("default_positions", "position_lower", "position_upper"):

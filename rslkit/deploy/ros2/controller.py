@@ -9,6 +9,7 @@ command (or, before the first command, the measured position) and the reason is 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -79,7 +80,7 @@ class PolicyController:
         cfg: joints, observation terms, action mapping, limits and timing.
         logger: where fault and recovery messages go (default: this module's logger).
         clock: the chunk engine's clock (latency timestamps).
-        inference_factory: builds the chunk engine's inference (default: a worker thread).
+        inference_factory: builds the chunk engine's inference (default: ``cfg.chunk_in_flight`` worker threads).
 
     Raises:
         ValueError: when the policy does not fit the settings (groups, action size, observation size).
@@ -110,7 +111,9 @@ class PolicyController:
         self.policy, self.cfg = policy, cfg
         self.log: Log = logger or logging.getLogger(__name__)
         self.clock = clock or MonotonicClock()
-        self.inference_factory: InferenceFactory = inference_factory or ThreadedInference
+        self.inference_factory: InferenceFactory = inference_factory or functools.partial(
+            ThreadedInference, rt_priority=cfg.chunk_worker_rt_priority, workers=cfg.chunk_in_flight
+        )
         self.builder = ObservationBuilder(cfg, self.obs_dim)
         self.reorder = JointReorder(cfg.joint_names)
         self.limiter = CommandLimiter(cfg)
@@ -320,6 +323,7 @@ class PolicyController:
             chunk_start="delay",
             initial_latency_s=self.cfg.chunk_initial_latency_s,
             starvation="hold",
+            max_in_flight=self.cfg.chunk_in_flight,
         )
         conditioner = None
         if self.policy.meta.future_state_slice is not None:  # trained with VLASH offsets: feed the future state

@@ -56,6 +56,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "state_reliability": ("reliable", "joint-state subscription QoS: 'reliable' or 'best_effort'"),
     "state_queue_depth": (10, "joint states queued while the node is busy (older ones are dropped)"),
     "chunk_merge": ("replace", "chunk policies: 'replace', 'blend' or 'ensemble'"),
+    "chunk_in_flight": (1, "chunk policies: inference requests computed at once (a worker thread each)"),
+    "chunk_worker_rt_priority": (0, "chunk policies: SCHED_FIFO priority of the inference workers; 0: inherited"),
     "future_state_mode": ("absolute", "chunk policies with a future_state input: 'absolute' or 'delta' actions"),
     "record_path": ("", "MCAP file recording inputs and outputs; empty: off"),
     "intra_op_threads": (1, "ONNX Runtime threads"),
@@ -147,6 +149,8 @@ class PolicyNode(Node):
             command_timeout_s=float(p("command_timeout_s")),
             trigger=p("trigger"),
             chunk_merge=p("chunk_merge"),
+            chunk_in_flight=int(p("chunk_in_flight")),
+            chunk_worker_rt_priority=int(p("chunk_worker_rt_priority")) or None,
             future_state_mode=p("future_state_mode"),
         )
 
