@@ -17,6 +17,9 @@ from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.recurrent import Hidden
 from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
 
+MICRO_BATCH_BYTES = 64 * 2**20
+"""Activation budget of a default CPU micro-batch (see ``PPOCfg.micro_batch_size``)."""
+
 
 @dataclass
 class PPOCfg:
@@ -40,8 +43,11 @@ class PPOCfg:
     max_lr: float = 1e-2
     normalize_advantage_per_mini_batch: bool = False
     micro_batch_size: int | None = None
-    """Gradients of a mini-batch are accumulated over micro-batches of this many samples: the same update, but
-    activations stay in cache. None: 4096 on CPU, whole mini-batches on GPU; 0: off. Feed-forward policies only."""
+    """Gradients of a mini-batch are accumulated over micro-batches of this many samples: the same update in less
+    memory. None: on the CPU, the most samples whose hidden activations (actor and critic, before and after the
+    activation function) fit in ``MICRO_BATCH_BYTES`` (64 MiB): whole 24,576-sample mini-batches with 64-64 networks,
+    ~5,500 samples with 256-256-256, the fastest split measured for each (docs/benchmarks.md); whole mini-batches on
+    GPUs. 0: whole mini-batches. Feed-forward policies only."""
     parallel_update: bool | None = None
     """Backpropagate the actor's and the critic's losses on two CPU threads at once, each with half of torch's
     intra-op threads. The networks share no trainable parameter, so the gradients are exactly those of the joint
@@ -183,10 +189,15 @@ class PPO:
     def _micro_batches(self, batch: MiniBatch) -> list[MiniBatch]:
         size = self.cfg.micro_batch_size
         if size is None:
-            size = 4096 if self.device.type == "cpu" else 0
+            size = self._default_micro_batch_size() if self.device.type == "cpu" else 0
         if size <= 0 or self.policy.is_recurrent or batch.advantages.shape[0] <= size:
             return [batch]
         return batch.split(size)
+
+    def _default_micro_batch_size(self) -> int:
+        cfg = self.policy.cfg
+        floats_per_sample = 2 * (sum(cfg.actor_hidden_dims) + sum(cfg.critic_hidden_dims))
+        return max(1024, MICRO_BATCH_BYTES // (4 * max(1, floats_per_sample)))
 
     def _accumulate_gradients(self, batch: MiniBatch, weight: float, parallel: bool = False) -> dict[str, torch.Tensor]:
         """Backpropagate ``weight *`` the PPO loss of ``batch``; return its (unweighted) statistics.

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 
 import torch.nn as nn
 
+from rslkit.models.activations import ELU
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "elu": nn.ELU,
+    "elu": ELU,
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
     "silu": nn.SiLU,

@@ -52,6 +52,30 @@ def _select_hidden(hidden: Hidden, idx: torch.Tensor) -> Hidden:
     return hidden[:, idx]
 
 
+class _RowGather:
+    """Gathers the same rows of several ``[total, ...]`` tensors: the float32 ones are packed once into one
+    ``[total, F]`` matrix, so a mini-batch is one ``index_select`` (~8x fewer gather calls on CPU) whose columns are
+    handed out as views."""
+
+    def __init__(self, tensors: list[torch.Tensor]) -> None:
+        self.shapes = [t.shape[1:] for t in tensors]
+        self.packed_mask = [t.dtype == torch.float32 for t in tensors]
+        columns = [t.reshape(t.shape[0], -1) for t, packed in zip(tensors, self.packed_mask) if packed]
+        self.widths = [c.shape[1] for c in columns]
+        self.packed = torch.cat(columns, dim=1) if columns else None
+        self.others = [t for t, packed in zip(tensors, self.packed_mask) if not packed]
+
+    def __call__(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Rows ``idx`` of every tensor, in the order given."""
+        n = idx.numel()
+        cols = iter(self.packed.index_select(0, idx).split(self.widths, dim=1) if self.packed is not None else ())
+        others = iter([t.index_select(0, idx) for t in self.others])
+        return [
+            next(cols).reshape(n, *shape) if packed else next(others)
+            for shape, packed in zip(self.shapes, self.packed_mask)
+        ]
+
+
 class RolloutStorage:
     """Holds ``num_steps`` transitions of ``num_envs`` envs: observations (all groups), raw actions, log-probs,
     values, rewards, dones, distribution parameters; returns and advantages after :meth:`compute_returns`."""
@@ -109,16 +133,20 @@ class RolloutStorage:
         total = self.num_steps * self.num_envs
         size = total // num_mini_batches
         flat_obs = self.obs.flatten(0, 1)
-        flat = [t.flatten(0, 1) for t in (self.actions, self.log_probs, self.values, self.returns, self.advantages)]
-        params = [p.flatten(0, 1) for p in self.dist_params or []]
+        obs_keys = list(flat_obs.keys(include_nested=True, leaves_only=True))
+        fields = [self.actions, self.log_probs, self.values, self.returns, self.advantages, *(self.dist_params or [])]
+        # index_select is ~4x faster than advanced indexing (t[idx]) for row gathers on CPU
+        gather = _RowGather([flat_obs.get(k) for k in obs_keys] + [t.flatten(0, 1) for t in fields])
         for _ in range(num_epochs):
             perm = torch.randperm(total, device=self.device)
             for i in range(num_mini_batches):
                 idx = perm[i * size : (i + 1) * size]
-                # index_select is ~4x faster than advanced indexing (t[idx]) for these row gathers on CPU.
-                a, lp, v, r, adv = (t.index_select(0, idx) for t in flat)
-                obs = flat_obs.apply(lambda t, i=idx: t.index_select(0, i), batch_size=[idx.numel()])
-                yield MiniBatch(obs, a, lp, v, r, adv, tuple(p.index_select(0, idx) for p in params))
+                rows = gather(idx)
+                obs = TensorDict({}, batch_size=[idx.numel()], device=flat_obs.device)
+                for key, value in zip(obs_keys, rows):
+                    obs.set(key, value)
+                a, lp, v, r, adv, *params = rows[len(obs_keys) :]
+                yield MiniBatch(obs, a, lp, v, r, adv, tuple(params))
 
     def recurrent_mini_batches(self, num_mini_batches: int, num_epochs: int) -> Iterator[MiniBatch]:
         """Mini-batches of whole ``[T, B]`` env sequences with their start hidden states and reset masks."""

@@ -120,6 +120,20 @@ def test_micro_batches_give_the_same_update():
     assert lr0 == lr1
 
 
+def test_default_micro_batches_follow_the_activation_budget():
+    from rslkit.algorithms.ppo import MICRO_BATCH_BYTES
+
+    small = _rollout(PolicyCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)), PPOCfg())
+    wide_cfg = PolicyCfg(actor_hidden_dims=(256,) * 3, critic_hidden_dims=(256,) * 3)
+    wide = _rollout(wide_cfg, PPOCfg(), steps=8, num_envs=1024)
+    assert small._default_micro_batch_size() >= 24576  # the benchmark's 64-64 mini-batches stay whole
+    assert wide._default_micro_batch_size() == MICRO_BATCH_BYTES // (4 * 2 * 1536) == 5461
+    batch = next(iter(wide.storage.mini_batches(1, 1)))
+    assert [b.advantages.shape[0] for b in wide._micro_batches(batch)] == [5461, 8192 - 5461]
+    wide.cfg.micro_batch_size = 0
+    assert len(wide._micro_batches(batch)) == 1
+
+
 @pytest.mark.parametrize("rnn_type", ["none", "gru"])
 def test_parallel_update_gives_the_same_update(rnn_type):
     # Actor and critic losses backpropagated on two threads: exactly the gradients of the joint loss.
