@@ -58,6 +58,8 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
 
     algorithm_name: str
     """Written to checkpoints; :meth:`load` takes only checkpoints of this algorithm."""
+    distributed: bool = False
+    """Whether the runner trains under torchrun (several ranks); the others refuse ``world_size > 1``."""
     alg: AlgT
     stats: EpisodeStats
 
@@ -75,6 +77,11 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
         self.device = torch.device(device)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.dist = dist_info or DistInfo()
+        if self.dist.world_size > 1 and not self.distributed:
+            raise ValueError(
+                f"{self.algorithm_name} trains in one process; start train.py without torchrun (raise --num_envs "
+                "to use more of the machine)."
+            )
         self.run_info = run_info or {}
         self.iteration = 0
         """The next iteration to run (also what checkpoints store)."""

@@ -92,8 +92,6 @@ class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
     ) -> None:
         check_continuous(env)
         super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        if self.dist.world_size > 1:
-            raise ValueError("The SAC runner trains in one process; drop torchrun and raise --num_envs instead.")
         if cfg.num_steps_per_env < 1:
             raise ValueError(f"agent.num_steps_per_env must be >= 1, got {cfg.num_steps_per_env}.")
         if callable(getattr(env, "request_final_obs", None)):

@@ -52,6 +52,7 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
     """
 
     algorithm_name = "ppo"
+    distributed = True
 
     def __init__(
         self,

@@ -137,8 +137,6 @@ class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC]):
         run_info: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        if self.dist.world_size > 1:
-            raise ValueError("flow-bc runs in a single process; start train.py without torchrun.")
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         self.alg = FlowBC(FlowPolicy(obs_dim, env.num_actions, cfg.policy), cfg.algorithm, self.device)
         self.stats = EpisodeStats(env.num_envs, self.device)

@@ -90,8 +90,6 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         run_info: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        if self.dist.world_size > 1:
-            raise ValueError("reinflow runs in a single process; start train.py without torchrun.")
         weights = None
         if cfg.pretrained:
             cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)

@@ -72,6 +72,13 @@ def test_discrete_env_raises():
         OffPolicyRunner(env, _small_cfg(), None, "cpu")
 
 
+def test_torchrun_is_refused_by_single_process_runners():
+    from rslkit.utils.distributed import DistInfo
+
+    with pytest.raises(ValueError, match="sac trains in one process; start train.py without torchrun"):
+        OffPolicyRunner(make_env("pendulum", num_envs=2), _small_cfg(), None, "cpu", DistInfo(1, 1, 2))
+
+
 def test_resume_with_replay_equals_uninterrupted_run(tmp_path):
     straight = _runner(_small_cfg())
     straight.learn(6)
