@@ -4,11 +4,11 @@ glibc's ``malloc`` serves blocks above a dynamic threshold (128 KiB at start) wi
 on ``free``. A PPO update allocates and frees megabyte-sized activations and gradients thousands of times per
 iteration, so each of them is page-faulted and zeroed by the kernel again: 23,000-51,000 minor page faults per
 iteration of 64-64 PPO at 4096 envs; removing them made that PPO +2 to +20 % faster (median about +9 %,
-docs/benchmarks.md). Raising the mmap and trim thresholds lets ``malloc`` reuse the memory, and one
-arena for threads started later (the PPO worker thread of ``parallel_update``) keeps them off per-thread heaps,
-which glibc shrinks (and so page-faults again) on its own schedule. Threads that allocated before the call (torch's
-OpenMP workers) keep their arenas: with larger networks some 100,000 faults per iteration remain, which only
-``MALLOC_ARENA_MAX=1`` set before the process starts removes (worth ~2 % there). Peak RSS does not grow, but memory
+docs/benchmarks.md). Raising the mmap and trim thresholds (:func:`tune_cpu_allocator`, when a runner's
+``learn()`` starts) lets ``malloc`` reuse the memory, and one arena for all threads (:func:`share_one_malloc_arena`,
+when ``rslkit.runners`` is imported, before torch starts its OpenMP threads) keeps them off per-thread heaps, which
+glibc shrinks (and so page-faults again) on its own schedule. Threads that allocated before that call keep their
+arenas; ``MALLOC_ARENA_MAX=1`` set before the process starts covers them too. Peak RSS does not grow, but memory
 freed at the end of a phase is kept until the process exits.
 
 ``RSLKIT_MALLOC_TUNING=0`` in the environment turns this off. Nothing happens off glibc (macOS, Windows, musl).
@@ -31,7 +31,25 @@ MMAP_THRESHOLD_BYTES = 256 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
 """Free memory at the top of the heap that ``free`` keeps instead of returning to the OS."""
 
-_state: dict[str, bool | None] = {"applied": None}
+_state: dict[str, bool | None] = {"applied": None, "arena": None}
+
+
+def share_one_malloc_arena() -> bool:
+    """Make threads that allocate for the first time from now on share glibc's main arena (``M_ARENA_MAX=1``).
+
+    Called when ``rslkit.runners`` is imported, before torch starts its OpenMP threads: a thread that takes an
+    arena of its own gets per-thread heaps, which glibc unmaps and maps again as they empty and fill, and a thread
+    started after other threads' arenas exist may be handed one of those (whichever arena is not locked at that
+    moment). Measured: 10,000-40,000 minor page faults per 512-env PPO iteration with ``parallel_update`` when
+    this was only set at ``learn()``, a few hundred from the third iteration on with it set at import.
+
+    Returns:
+        True when in effect (see :func:`tune_cpu_allocator` for when it is not).
+    """
+    if _state["arena"] is None:
+        libc = _glibc()
+        _state["arena"] = libc is not None and bool(libc.mallopt(_M_ARENA_MAX, 1))
+    return bool(_state["arena"])
 
 
 def tune_cpu_allocator() -> bool:
@@ -46,15 +64,22 @@ def tune_cpu_allocator() -> bool:
     return bool(_state["applied"])
 
 
-def _apply() -> bool:
+def _glibc() -> ctypes.CDLL | None:
+    """glibc, or None when tuning is off (``RSLKIT_MALLOC_TUNING=0``) or this is not glibc."""
     if os.environ.get("RSLKIT_MALLOC_TUNING", "1") == "0":
-        log.info("RSLKIT_MALLOC_TUNING=0: malloc thresholds left at glibc's defaults.")
-        return False
+        return None
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
+        return None
     try:
-        libc = ctypes.CDLL("libc.so.6")
+        return ctypes.CDLL("libc.so.6")
     except OSError:
+        return None
+
+
+def _apply() -> bool:
+    libc = _glibc()
+    if libc is None:
+        log.info("malloc thresholds left at the C library's defaults (RSLKIT_MALLOC_TUNING=0, or not glibc).")
         return False
     ok = all(
         libc.mallopt(option, value)
