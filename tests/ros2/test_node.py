@@ -203,12 +203,13 @@ def test_mcap_record_and_replay(policies: dict[str, Path], launch: Any, tmp_path
     assert result.max_difference() == 0.0
 
 
-@pytest.mark.parametrize("kind", ["mlp3", "chunk3"])
+@pytest.mark.parametrize(("kind", "in_flight"), [("mlp3", None), ("chunk3", None), ("chunk3", 2)])
 def test_end_to_end_200hz_no_lost_commands_and_clean_shutdown(
-    policies: dict[str, Path], launch: Any, kind: str
+    policies: dict[str, Path], launch: Any, kind: str, in_flight: int | None
 ) -> None:
     observation = ["joint_pos", "last_action"] if kind == "mlp3" else ["joint_pos", "joint_vel"]
-    node, robot = launch(policies[kind], {"observation": observation, "control_rate_hz": 200.0})
+    params = {"observation": observation, "control_rate_hz": 200.0, "chunk_in_flight": in_flight}
+    node, robot = launch(policies[kind], params)  # chunk_in_flight 2: two inference workers, staggered requests
     primed = robot.prime(JOINTS, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     ticks = 400
     states = [np.array([0.3 * np.sin(0.02 * k), 0.1, -0.1], np.float32) for k in range(ticks)]
@@ -230,6 +231,8 @@ def test_end_to_end_200hz_no_lost_commands_and_clean_shutdown(
     assert len(robot.commands) == ticks + 1  # the final hold
     np.testing.assert_array_equal(robot.commands[-1][1], robot.commands[-2][1])
     assert "Shut down holding position" in log
+    if in_flight is not None:
+        assert f"with {in_flight} request(s) in flight" in log
 
 
 def test_cli_reports_bad_settings_without_traceback(policies: dict[str, Path]) -> None:

@@ -99,9 +99,13 @@ class PolicyNode(Node):
         self.topics = {k: str(p(k)) for k in ("joint_state_topic", "command_topic", "array_topic", "trajectory_topic")}
         self.recorder = self._make_recorder(str(p("record_path")))
         self._make_endpoints(str(p("state_reliability")), int(p("state_queue_depth")))
+        chunking = ""
+        if self.policy.kind == "chunk":
+            merge, in_flight = self.cfg.chunk_merge, self.cfg.chunk_in_flight
+            chunking = f", chunks merged by '{merge}' with {in_flight} request(s) in flight"
         self.get_logger().info(
             f"Policy '{path}' ({self.policy.kind}, {len(self.cfg.joint_names)} joints) at {self.cfg.rate_hz:g} Hz, "
-            f"trigger '{self.cfg.trigger}', observation {self.cfg.observation}."
+            f"trigger '{self.cfg.trigger}', observation {self.cfg.observation}{chunking}."
         )
 
     # ------------------------------------------------------------------ set-up
