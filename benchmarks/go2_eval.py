@@ -25,11 +25,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rslkit.envs.registry import get_task  # noqa: E402
 from rslkit.envs.tasks.go2_flat import Go2FlatTask  # noqa: E402
-from rslkit.runners.registry import get_runner  # noqa: E402
-from rslkit.utils.checkpoint import load_checkpoint  # noqa: E402
-from rslkit.utils.config import from_dict  # noqa: E402
+from rslkit.recipes import load_run  # noqa: E402
 
 
 def evaluate(runner, env: Go2FlatTask, warmup_steps: int) -> dict[str, float]:
@@ -74,18 +71,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--out", default="", help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    saved = load_checkpoint(Path(args.checkpoint))
-    if saved.get("task") != "go2-flat":
-        raise ValueError(f"{args.checkpoint} was trained on '{saved.get('task')}', not go2-flat.")
-    spec = get_task("go2-flat")
-    env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"])
-    env_cfg.num_envs, env_cfg.seed = args.num_envs, args.seed
-    if args.clean:
-        env_cfg.push_interval_s, env_cfg.noise_level = 0.0, 0.0
-    cfg_cls, runner_cls = get_runner(saved["algorithm"])
-    env = spec.make_env(env_cfg, "cpu")
-    runner = runner_cls(env, from_dict(cfg_cls, saved["agent_cfg"]), None, "cpu")
-    runner.load(args.checkpoint, weights_only=True)
+    clean = ["--env.push_interval_s", "0", "--env.noise_level", "0"] if args.clean else []
+    env, runner, _ = load_run(args.checkpoint, num_envs=args.num_envs, seed=args.seed, overrides=clean, task="go2-flat")
+    assert isinstance(env, Go2FlatTask)
     stats = evaluate(runner, env, warmup_steps=round(1.0 / env.dt))
     stats["clean"] = float(args.clean)
     print(json.dumps(stats, indent=1))

@@ -66,8 +66,8 @@ STEPS_PER_ENV = 24
 def rslkit_runner(env: Any, dims: list[int], iters: int) -> Any:
     from rslkit.algorithms.ppo import PPOCfg
     from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
     from rslkit.runners.on_policy_runner import OnPolicyRunner
+    from rslkit.runners.ppo_config import PPORunnerCfg
 
     cfg = PPORunnerCfg(
         algorithm=PPOCfg(
@@ -153,10 +153,12 @@ def child_main(spec: dict[str, Any], result_path: str) -> None:
 
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
-    if spec["lib"] == "rsl_rl" and spec.get("rsl_malloc_tuned"):
-        from rslkit.utils.allocator import tune_cpu_allocator  # what rslkit's runners do when learn() starts
+    if spec["lib"] == "rslkit" or spec.get("rsl_malloc_tuned"):
+        from rslkit.utils.allocator import share_one_malloc_arena, tune_cpu_allocator
 
-        tune_cpu_allocator()
+        share_one_malloc_arena()  # what train.py does first, before torch's OpenMP threads start
+        if spec["lib"] == "rsl_rl":
+            tune_cpu_allocator()  # what rslkit's runners do when learn() starts
     C.seed_all(spec["seed"])
     num_envs, iters, dims = spec["num_envs"], spec["iters"], spec["dims"]
     env = C.EpisodeReturnRecorder(make_env("pendulum", num_envs=num_envs, seed=spec["seed"]), num_envs, STEPS_PER_ENV)

@@ -11,7 +11,7 @@ Smoke test (about a minute, loose threshold and short caps):
 
 What runs
     rslkit: the registry defaults for ``pendulum`` - ``get_task("pendulum").env_cfg()`` (1024 envs, 200-step
-    episodes) and ``get_task("pendulum").agent_cfgs["ppo"]()`` (at the time of writing: 64-64 ELU actor/critic,
+    episodes) and ``rslkit.recipes.agent_cfg("pendulum", "ppo")`` (at the time of writing: 64-64 ELU actor/critic,
     32 steps/env, gamma 0.95, lambda 0.95, no entropy bonus, lr 1e-3 adaptive, 5 epochs x 4 mini-batches,
     observation normalization, randomized initial episode lengths). The runner is driven one iteration at a time
     (``runner.learn(1)`` in a loop) and the return is checked after every iteration.
@@ -76,12 +76,13 @@ def run_rslkit(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from rslkit.envs import get_task
+    from rslkit.recipes import agent_cfg as recipe
     from rslkit.runners.on_policy_runner import OnPolicyRunner
 
     task = get_task("pendulum")
     env_cfg = task.env_cfg()
     env_cfg.seed = spec["seed"]
-    agent_cfg = task.agent_cfgs["ppo"]()
+    agent_cfg = recipe("pendulum", "ppo")
     agent_cfg.episode_stats_window = spec["window"]
 
     threshold, window, cap = spec["threshold"], spec["window"], spec["cap_s"]

@@ -53,19 +53,19 @@ def _mean(values: deque) -> float | None:
 def run_rslkit(spec: dict[str, Any]) -> dict[str, Any]:
     from rslkit.envs.gym_adapter import gym_task_spec
     from rslkit.envs.registry import make_env
+    from rslkit.recipes import agent_cfg
     from rslkit.runners.off_policy_runner import OffPolicyRunner
-    from rslkit.runners.sac_defaults import small_task_sac_cfg as pendulum_sac_cfg
 
     t0 = time.perf_counter()
     if spec["part"] == "pendulum":
         env = make_env("pendulum", num_envs=spec["num_envs"], seed=spec["seed"])
-        cfg = pendulum_sac_cfg()
+        cfg = agent_cfg("pendulum", "sac")
     else:
         task = gym_task_spec(f"gym:{spec['env_id']}")
         env_cfg = task.env_cfg()
         env_cfg.seed = spec["seed"]
         env = task.make_env(env_cfg, "cpu")
-        cfg = task.agent_cfgs["sac"]()
+        cfg = agent_cfg(task.name, "sac")
     cfg.logger, cfg.episode_stats_window = (), spec["window"]
     runner = OffPolicyRunner(env, cfg, None, "cpu")
     build_s = time.perf_counter() - t0

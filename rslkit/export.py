@@ -1,8 +1,9 @@
-"""``python -m rslkit.export --checkpoint C --out policy.onnx`` (see :mod:`rslkit.deploy.export`)."""
+"""``python -m rslkit.export --checkpoint C --out policy.onnx`` (see :mod:`rslkit.cli.export`)."""
 
 import sys
 
-from rslkit.deploy.export import main
+from rslkit.cli.common import run_cli
+from rslkit.cli.export import main
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(lambda: main(sys.argv[1:]))

@@ -11,12 +11,11 @@ from pathlib import Path
 import torch
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
+from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.data.lerobot_writer import write_lerobot_dataset
 from rslkit.data.recorder import record_episodes
-from rslkit.envs.registry import get_task
-from rslkit.runners.registry import get_runner
-from rslkit.utils.checkpoint import load_checkpoint
-from rslkit.utils.config import apply_overrides, from_dict
+from rslkit.envs.vec_env import control_period
+from rslkit.recipes import load_run
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -26,8 +25,8 @@ def main(argv: list[str] | None = None) -> Path:
         The dataset directory.
     """
     parser = make_parser("Record demonstrations of a trained policy as a LeRobotDataset v3.0.")
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py")
+    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py, or its run directory")
+    parser.add_argument("--task", help="expected task (default: the one the checkpoint records)")
     parser.add_argument("--episodes", type=int, default=100, help="number of episodes to record")
     parser.add_argument("--out", required=True, help="dataset directory to create")
     parser.add_argument("--action_noise", type=float, default=0.0, help="std of Gaussian noise added to actions")
@@ -40,6 +39,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--num_envs", type=int, default=None, help="parallel envs (default: min(episodes, 256))")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
+    add_sim_arg(parser)
     parser.add_argument("--obs_group", default="policy", help="observation group stored as observation.state")
     parser.add_argument("--fps", type=int, default=None, help="recording rate (default: 1 / env dt, else 50)")
     parser.add_argument("--description", default=None, help="task description (default: the task name)")
@@ -51,25 +51,18 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("--action_noise must be >= 0")
     if not 0.0 <= args.action_smoothing < 1.0:
         parser.error("--action_smoothing must be in [0, 1)")
-    device = resolve_device(args.device)
-    spec = get_task(args.task)
-    saved = load_checkpoint(Path(args.checkpoint))
-    if saved.get("task") != args.task:
-        raise ValueError(
-            f"Checkpoint '{args.checkpoint}' was trained on task '{saved.get('task')}', not '{args.task}'."
-        )
-    cfg_cls, runner_cls = get_runner(saved["algorithm"])
-    env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"])
-    env_cfg.num_envs = args.num_envs or min(args.episodes, 256)
-    env_cfg.seed = args.seed
-    try:
-        apply_overrides({"env": env_cfg}, overrides)
-    except ValueError as err:
-        parser.error(str(err))
-    torch.manual_seed(args.seed)
-    env = spec.make_env(env_cfg, device)
-    runner = runner_cls(env, from_dict(cfg_cls, saved["agent_cfg"]), None, device)
-    runner.load(args.checkpoint, weights_only=True)
+    if args.num_envs is not None and args.num_envs < 1:
+        parser.error("--num_envs must be >= 1")
+    env, runner, saved = load_run(
+        args.checkpoint,
+        num_envs=args.num_envs or min(args.episodes, 256),
+        device=resolve_device(args.device),
+        sim=args.sim,
+        seed=args.seed,
+        overrides=overrides,
+        task=args.task,
+    )
+    task = str(saved.get("task") or args.task)
     policy = runner.inference_policy()
     episodes = record_episodes(
         env,
@@ -78,12 +71,12 @@ def main(argv: list[str] | None = None) -> Path:
         args.action_noise,
         args.obs_group,
         reset_policy=lambda dones: runner.reset_inference(dones.to(runner.device)),
-        task=args.description or args.task,
+        task=args.description or task,
         action_smoothing=args.action_smoothing,
     )
-    dt = getattr(env_cfg, "dt", None)
+    dt = control_period(env)
     fps = args.fps or (round(1.0 / dt) if dt else 50)
-    root = write_lerobot_dataset(args.out, episodes, fps, robot_type=args.task, overwrite=args.overwrite)
+    root = write_lerobot_dataset(args.out, episodes, fps, robot_type=task, overwrite=args.overwrite)
     returns = torch.tensor([float(ep.rewards.sum()) for ep in episodes if ep.rewards is not None])
     frames = sum(len(ep) for ep in episodes)
     spread = float(returns.std()) if returns.numel() > 1 else 0.0

@@ -10,6 +10,7 @@ import torch.nn as nn
 from rslkit.models.flow.ema import EMA
 from rslkit.models.flow.objectives import rectified_flow_loss, shortcut_loss
 from rslkit.models.flow.policy import FlowPolicy
+from rslkit.utils.validation import expect, finite
 
 
 @dataclass
@@ -26,6 +27,23 @@ class FlowBCCfg:
     """Shortcut objective: share of each batch trained on self-consistency targets."""
     min_step_log2: int = 7
     """Shortcut objective: smallest step size ``2^-min_step_log2``."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field behaviour cloning cannot run with."""
+        for name in ("learning_rate", "max_grad_norm"):
+            value = getattr(self, name)
+            expect(finite(value) and value > 0, name, f"must be a finite number > 0, got {value}")
+        wd = self.weight_decay
+        expect(finite(wd) and wd >= 0, "weight_decay", f"must be a finite number >= 0, got {wd}")
+        batch = self.batch_size
+        expect(isinstance(batch, int) and batch >= 2, "batch_size", f"must be an integer >= 2, got {batch}")
+        expect(
+            finite(self.ema_decay) and 0 <= self.ema_decay < 1, "ema_decay", f"must be in [0, 1), got {self.ema_decay}"
+        )
+        frac = self.bootstrap_fraction
+        expect(finite(frac) and 0 <= frac <= 1, "bootstrap_fraction", f"must be in [0, 1], got {frac}")
+        log2 = self.min_step_log2
+        expect(isinstance(log2, int) and log2 >= 1, "min_step_log2", f"must be an integer >= 1, got {log2}")
 
 
 class FlowBC:

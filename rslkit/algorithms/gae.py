@@ -1,4 +1,5 @@
-"""Generalized advantage estimation (Schulman et al. 2016)."""
+"""Generalized advantage estimation (Schulman et al. 2016), with the time-out bootstrap and advantage normalization
+that PPO and ReinFlow apply around it."""
 
 from __future__ import annotations
 
@@ -36,3 +37,25 @@ def compute_gae(
         advantages[t] = next_adv
         next_values = values[t]
     return advantages, advantages + values
+
+
+def bootstrap_time_outs(
+    rewards: torch.Tensor, values: torch.Tensor, time_outs: torch.Tensor | None, discount: float | torch.Tensor
+) -> torch.Tensor:
+    """``r + discount * V(s_t)`` where the episode was cut by a time limit, ``r`` elsewhere (rsl_rl convention).
+
+    The rollout keeps no ``V(s_{t+1})`` of a time-out's final state, so ``V(s_t)`` stands in for it; GAE then treats
+    the time-out as a termination.
+
+    Args:
+        rewards, values: ``[N]``; time_outs: ``[N]`` (bool or 0/1), None when the env reports none.
+        discount: ``gamma`` (ReinFlow: ``gamma^n`` of the decision, a float or ``[N]``).
+    """
+    if time_outs is None:
+        return rewards
+    return rewards + discount * values * time_outs.to(rewards.device, torch.float32)
+
+
+def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
+    """``(A - mean(A)) / (std(A) + 1e-8)`` over all of ``advantages``."""
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)

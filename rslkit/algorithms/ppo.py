@@ -5,17 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from tensordict import TensorDict
 
-from rslkit.algorithms.gae import compute_gae
+from rslkit.algorithms.gae import bootstrap_time_outs, compute_gae, normalize_advantages
+from rslkit.algorithms.ppo_losses import clip_fraction, clipped_surrogate, value_loss
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.recurrent import Hidden
 from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
+from rslkit.utils.validation import expect, finite
+
+_ActorOut = TypeVar("_ActorOut")
+_CriticOut = TypeVar("_CriticOut")
 
 MICRO_BATCH_BYTES = 64 * 2**20
 """Activation budget of a default CPU micro-batch (see ``PPOCfg.micro_batch_size``)."""
@@ -54,6 +60,34 @@ class PPOCfg:
     loss. On 2 busy cores it avoids OpenMP stalls (2.2-2.7x rsl_rl's steps/s at load average 3-5); on 2 quiet cores
     it measured +18 % (64-64) and -13 % (256-256-256) against the sequential update (docs/benchmarks.md).
     None: on when the policy is on the CPU and torch may use >= 2 threads."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field PPO cannot run with."""
+        for name in ("num_learning_epochs", "num_mini_batches"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
+        for name in ("clip_param", "learning_rate", "max_grad_norm"):
+            value = getattr(self, name)
+            expect(finite(value) and value > 0, name, f"must be a finite number > 0, got {value}")
+        for name in ("value_loss_coef", "entropy_coef"):
+            value = getattr(self, name)
+            expect(finite(value) and value >= 0, name, f"must be a finite number >= 0, got {value}")
+        expect(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", f"must be in (0, 1], got {self.gamma}")
+        expect(finite(self.lam) and 0 <= self.lam <= 1, "lam", f"must be in [0, 1], got {self.lam}")
+        expect(
+            self.schedule in ("adaptive", "fixed"), "schedule", f"must be 'adaptive' or 'fixed', got {self.schedule!r}"
+        )
+        if self.schedule == "adaptive":
+            expect(finite(self.desired_kl) and self.desired_kl > 0, "desired_kl", f"must be > 0, got {self.desired_kl}")
+            expect(finite(self.lr_factor) and self.lr_factor >= 1, "lr_factor", f"must be >= 1, got {self.lr_factor}")
+            expect(finite(self.min_lr) and self.min_lr > 0, "min_lr", f"must be a finite number > 0, got {self.min_lr}")
+            expect(
+                finite(self.max_lr) and self.max_lr >= self.min_lr,
+                "max_lr",
+                f"must be finite and >= min_lr ({self.min_lr}), got {self.max_lr}",
+            )
+        size = self.micro_batch_size
+        expect(size is None or size >= 0, "micro_batch_size", f"must be None, 0 (off) or >= 1, got {size}")
 
 
 def _detach_hidden(hidden: Hidden | None) -> Hidden | None:
@@ -108,9 +142,7 @@ class PPO:
             raise RuntimeError("process_env_step called before act().")
         obs, raw, log_prob, value, params = self._pending
         rewards = rewards.to(self.device, torch.float32)
-        time_outs = extras.get("time_outs")
-        if time_outs is not None:
-            rewards = rewards + self.cfg.gamma * value * time_outs.to(self.device, torch.float32)
+        rewards = bootstrap_time_outs(rewards, value, extras.get("time_outs"), self.cfg.gamma)
         dones = dones.to(self.device).bool()
         self.storage.add(obs, raw, log_prob, value, rewards, dones, params)
         self.policy.reset(dones)
@@ -124,7 +156,7 @@ class PPO:
             st.rewards, st.values, st.dones, last_values, self.cfg.gamma, self.cfg.lam
         )
         if not self.cfg.normalize_advantage_per_mini_batch:
-            st.advantages = (st.advantages - st.advantages.mean()) / (st.advantages.std() + 1e-8)
+            st.advantages = normalize_advantages(st.advantages)
 
     # ------------------------------------------------------------------ update
     def update(self) -> dict[str, float]:
@@ -168,8 +200,7 @@ class PPO:
         cache use on CPU), the actor's and the critic's on two threads when ``parallel``."""
         c = self.cfg
         if c.normalize_advantage_per_mini_batch:
-            adv = batch.advantages
-            batch.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
+            batch.advantages = normalize_advantages(batch.advantages)
         size = batch.advantages.shape[0]
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, torch.Tensor] = {}
@@ -199,61 +230,74 @@ class PPO:
         floats_per_sample = 2 * (sum(cfg.actor_hidden_dims) + sum(cfg.critic_hidden_dims))
         return max(1024, MICRO_BATCH_BYTES // (4 * max(1, floats_per_sample)))
 
-    def _accumulate_gradients(self, batch: MiniBatch, weight: float, parallel: bool = False) -> dict[str, torch.Tensor]:
-        """Backpropagate ``weight *`` the PPO loss of ``batch``; return its (unweighted) statistics.
+    def _accumulate_gradients(self, batch: MiniBatch, share: float, parallel: bool = False) -> dict[str, torch.Tensor]:
+        """Backpropagate ``share *`` the PPO loss of ``batch`` (:meth:`loss`); return its (unweighted) statistics.
 
-        The loss ``L = L^CLIP + c_v L^VF - c_e H`` splits into an actor part (``L^CLIP - c_e H``) and a critic part
-        (``c_v L^VF``) over disjoint parameters, so each part is backpropagated on its own (on two threads when
-        ``parallel``).
+        The actor and the critic share no trainable parameter, so their forward and backward passes run on two
+        threads when ``parallel`` (the actor's on a worker); the loss between them is computed here.
         """
         actor_x, critic_x = self.policy.normalized_inputs(batch.obs)
         actor_h, critic_h = batch.hidden if batch.hidden is not None else (None, None)
+        (log_prob, entropy, params), values = self._actor_and_critic(
+            partial(self.policy.evaluate_actor, actor_x, batch.actions, actor_h, batch.resets),
+            partial(self.policy.evaluate_critic, critic_x, critic_h, batch.resets),
+            parallel,
+        )
+        actor_loss, critic_loss, stats = self.loss(batch, log_prob, entropy, values, share)
+        self._actor_and_critic(actor_loss.backward, critic_loss.backward, parallel)
+        with torch.no_grad():
+            stats["kl"] = self.policy.dist.kl(batch.dist_params, params).mean()
+        return stats
+
+    def loss(
+        self, batch: MiniBatch, log_prob: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor, share: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The PPO loss of ``batch`` (Schulman et al. 2017, eq. 9, negated to be minimized):
+
+            L = -L^CLIP + c_1 L^VF - c_2 S,   L^CLIP = E[min(r A, clip(r, 1 - eps, 1 + eps) A)],   r = pi / pi_old
+
+        split into the actor's part ``-L^CLIP - c_2 S`` and the critic's ``c_1 L^VF`` (no parameter in common, so
+        the two parts' gradients are those of ``L``). ``L^VF`` is clipped around the rollout's values when
+        ``use_clipped_value_loss`` (PPO2 / rsl_rl, not in the paper).
+
+        Args:
+            batch: the rollout's log-probs, values, returns and advantages ``[B]``.
+            log_prob, entropy: ``[B]`` of the policy being trained; values: its critic's ``V(s) [B]``.
+            share: the batch's fraction of its mini-batch (micro-batches), which scales both parts.
+
+        Returns:
+            ``(share * actor part, share * critic part, statistics)``.
+        """
+        c = self.cfg
+        ratio = torch.exp(log_prob - batch.log_probs)  # r_t(theta)
+        surrogate = clipped_surrogate(ratio, batch.advantages, c.clip_param)  # -L^CLIP (eq. 7)
+        value_clip = c.clip_param if c.use_clipped_value_loss else None
+        value = value_loss(values, batch.returns, batch.values, value_clip)  # L^VF
+        entropy_mean = entropy.mean()  # S[pi_theta]
+        actor_loss = share * (surrogate - c.entropy_coef * entropy_mean)
+        critic_loss = share * c.value_loss_coef * value
+        with torch.no_grad():
+            stats = {
+                "surrogate": surrogate.detach(),
+                "entropy": entropy_mean.detach(),
+                "clip_fraction": clip_fraction(ratio, c.clip_param),
+                "ratio_mean": ratio.detach().mean(),
+                "value": value.detach(),
+            }
+        return actor_loss, critic_loss, stats
+
+    def _actor_and_critic(
+        self, actor_fn: Callable[[], _ActorOut], critic_fn: Callable[[], _CriticOut], parallel: bool
+    ) -> tuple[_ActorOut, _CriticOut]:
+        """``(actor_fn(), critic_fn())``; when ``parallel``, ``actor_fn`` runs on the worker thread meanwhile."""
         if not parallel:
-            stats = self._actor_backward(actor_x, actor_h, batch, weight)
-            return {**stats, **self._critic_backward(critic_x, critic_h, batch, weight)}
+            return actor_fn(), critic_fn()
         if self._actor_thread is None:
             self._actor_thread = ThreadPoolExecutor(1, "rslkit-ppo-actor")
         threads = torch.get_num_threads()  # this thread's share, set by update()
-        actor_job = self._actor_thread.submit(
-            self._in_worker, threads, self._actor_backward, actor_x, actor_h, batch, weight
-        )
-        critic_stats = self._critic_backward(critic_x, critic_h, batch, weight)
-        return {**actor_job.result(), **critic_stats}
-
-    def _actor_backward(
-        self, actor_x: torch.Tensor, hidden: Hidden | None, batch: MiniBatch, weight: float
-    ) -> dict[str, torch.Tensor]:
-        """Backpropagate ``weight * (L^CLIP - c_e H)``; return surrogate, entropy, KL, clip fraction, mean ratio."""
-        c = self.cfg
-        log_prob, entropy, params = self.policy.evaluate_actor(actor_x, batch.actions, hidden, batch.resets)
-        advantages = batch.advantages
-        # L^CLIP = E[min(r A, clip(r, 1 - eps, 1 + eps) A)],  r = pi(a|s) / pi_old(a|s)
-        ratio = torch.exp(log_prob - batch.log_probs)
-        surrogate = -torch.min(ratio * advantages, ratio.clamp(1 - c.clip_param, 1 + c.clip_param) * advantages).mean()
-        entropy_mean = entropy.mean()
-        (weight * (surrogate - c.entropy_coef * entropy_mean)).backward()
-        with torch.no_grad():
-            return {
-                "surrogate": surrogate.detach(),
-                "entropy": entropy_mean.detach(),
-                "kl": self.policy.dist.kl(batch.dist_params, params).mean(),
-                "clip_fraction": ((ratio - 1).abs() > c.clip_param).float().mean(),
-                "ratio_mean": ratio.detach().mean(),
-            }
-
-    def _critic_backward(
-        self, critic_x: torch.Tensor, hidden: Hidden | None, batch: MiniBatch, weight: float
-    ) -> dict[str, torch.Tensor]:
-        """Backpropagate ``weight * c_v * L^VF`` (optionally clipped around the rollout's values)."""
-        c = self.cfg
-        values = self.policy.evaluate_critic(critic_x, hidden, batch.resets)
-        if c.use_clipped_value_loss:
-            values_clipped = batch.values + (values - batch.values).clamp(-c.clip_param, c.clip_param)
-            value_loss = torch.max((values - batch.returns) ** 2, (values_clipped - batch.returns) ** 2).mean()
-        else:
-            value_loss = ((values - batch.returns) ** 2).mean()
-        (weight * c.value_loss_coef * value_loss).backward()
-        return {"value": value_loss.detach()}
+        actor_job = self._actor_thread.submit(self._in_worker, threads, actor_fn)
+        critic_out = critic_fn()
+        return actor_job.result(), critic_out
 
     @staticmethod
     def _in_worker(threads: int, fn: Callable[..., Any], *args: Any) -> Any:

@@ -22,13 +22,15 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
-from rslkit.algorithms.gae import compute_gae
+from rslkit.algorithms.gae import bootstrap_time_outs, compute_gae, normalize_advantages
+from rslkit.algorithms.ppo_losses import clip_fraction, clipped_surrogate, value_loss
 from rslkit.models.flow.noise_net import BoundedNoiseNet
 from rslkit.models.flow.noisy_chain import NoisyFlowChain
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.flow.sampler import time_grid
 from rslkit.models.mlp import make_mlp
 from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
+from rslkit.utils.validation import expect, finite
 
 
 @dataclass
@@ -62,6 +64,32 @@ class ReinFlowCfg:
     """Stop the epochs of an iteration once the approximate KL of the normalized ratio exceeds this (0: never)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before GAE (keeps value targets O(1))."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field ReinFlow cannot run with."""
+        k = self.num_inference_steps
+        expect(isinstance(k, int) and k >= 0, "num_inference_steps", f"must be >= 0 (0: the policy's), got {k}")
+        expect(self.noise in ("learned", "fixed"), "noise", f"must be 'learned' or 'fixed', got {self.noise!r}")
+        lo, hi = self.sigma_min, self.sigma_max
+        expect(finite(hi) and hi > 0, "sigma_max", f"must be a finite number > 0, got {hi}")
+        if self.noise == "learned":
+            expect(finite(lo) and 0 < lo <= hi, "sigma_min", f"must be in (0, sigma_max = {hi}], got {lo}")
+        for name in ("noise_hidden_dims", "critic_hidden_dims"):
+            dims = tuple(getattr(self, name))
+            expect(all(isinstance(d, int) and d >= 1 for d in dims), name, f"must all be integers >= 1, got {dims}")
+        expect(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", f"must be in (0, 1], got {self.gamma}")
+        expect(finite(self.lam) and 0 <= self.lam <= 1, "lam", f"must be in [0, 1], got {self.lam}")
+        for name in ("clip_param", "actor_lr", "critic_lr", "max_grad_norm", "reward_scale"):
+            value = getattr(self, name)
+            expect(finite(value) and value > 0, name, f"must be a finite number > 0, got {value}")
+        for name in ("entropy_coef", "w2_coef", "target_kl"):
+            value = getattr(self, name)
+            expect(finite(value) and value >= 0, name, f"must be a finite number >= 0, got {value}")
+        for name in ("num_learning_epochs", "num_mini_batches"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
+        warmup = self.critic_warmup_iterations
+        expect(isinstance(warmup, int) and warmup >= 0, "critic_warmup_iterations", f"must be >= 0, got {warmup}")
 
 
 def make_chain(policy: FlowPolicy, cfg: ReinFlowCfg) -> NoisyFlowChain:
@@ -152,7 +180,7 @@ class ReinFlow:
         time_outs = extras.get("time_outs")
         if time_outs is not None:
             discount = extras.get("discount", torch.full_like(rewards, self.chunk_gamma)).to(self.device)
-            rewards = rewards + discount * value * time_outs.to(self.device, torch.float32)
+            rewards = bootstrap_time_outs(rewards, value, time_outs, discount)
         self.storage.add(obs, chain.flatten(1), log_prob, value, rewards, dones.to(self.device).bool(), ())
         self._pending = None
 
@@ -162,7 +190,7 @@ class ReinFlow:
         st.advantages, st.returns = compute_gae(
             st.rewards, st.values, st.dones, self.value(last_obs), self.chunk_gamma, self.cfg.lam
         )
-        st.advantages = (st.advantages - st.advantages.mean()) / (st.advantages.std() + 1e-8)
+        st.advantages = normalize_advantages(st.advantages)
 
     # ------------------------------------------------------------------ update
     def update(self, update_actor: bool = True) -> dict[str, float]:
@@ -201,19 +229,18 @@ class ReinFlow:
         obs_n = self.normalized_obs(batch.obs)
         b = obs_n.shape[0]
         chain = batch.actions.view(b, self.chain.num_steps + 1, self.chain.horizon, self.chain.action_dim)
-        # Critic: L^VF = (V(o) - R)^2.
-        value_loss = ((self.critic(obs_n).squeeze(-1) - batch.returns) ** 2).mean()
+        # Critic: L^VF = E[(V(o) - R)^2], its own optimizer step.
+        critic_loss = value_loss(self.critic(obs_n).squeeze(-1), batch.returns)
         self.critic_optimizer.zero_grad(set_to_none=True)
-        value_loss.backward()
+        critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
         self.critic_optimizer.step()
-        # Actor: clipped surrogate of the normalized chain likelihood ratio, entropy bonus, W2 towards pretrained.
+        # Actor: L = -L^CLIP(r) - beta_H H + beta_W2 W2, r the ratio of the normalized chain likelihoods.
         log_prob, entropy = self.chain.normalized_log_prob(obs_n, chain)
         log_ratio = log_prob - batch.log_probs
         ratio = torch.exp(log_ratio)
-        adv = batch.advantages
-        surrogate = -torch.min(ratio * adv, ratio.clamp(1 - c.clip_param, 1 + c.clip_param) * adv).mean()
-        entropy_mean = entropy.mean()
+        surrogate = clipped_surrogate(ratio, batch.advantages, c.clip_param)  # -L^CLIP
+        entropy_mean = entropy.mean()  # H
         loss = surrogate - c.entropy_coef * entropy_mean
         w2 = torch.zeros((), device=self.device)
         if c.w2_coef > 0:
@@ -230,11 +257,11 @@ class ReinFlow:
         with torch.no_grad():
             return {
                 "surrogate": float(surrogate),
-                "value": float(value_loss),
+                "value": float(critic_loss),
                 "entropy": float(entropy_mean),
                 "w2": float(w2),
-                "kl": float(((ratio - 1) - log_ratio).mean()),
-                "clip_fraction": float(((ratio - 1).abs() > c.clip_param).float().mean()),
+                "kl": float(((ratio - 1) - log_ratio).mean()),  # k3 estimator of KL(old || new), >= 0
+                "clip_fraction": float(clip_fraction(ratio, c.clip_param)),
                 "ratio_mean": float(ratio.mean()),
                 "ratio_max_dev": float((ratio - 1).abs().max()),
             }

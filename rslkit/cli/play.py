@@ -9,11 +9,8 @@ from pathlib import Path
 import torch
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
-from rslkit.cli.sim_flag import add_sim_arg, apply_sim
-from rslkit.envs.registry import get_task
-from rslkit.runners.registry import get_runner
-from rslkit.utils.checkpoint import load_checkpoint
-from rslkit.utils.config import apply_overrides, from_dict
+from rslkit.cli.sim_flag import add_sim_arg
+from rslkit.recipes import load_run
 
 
 def evaluate(runner, env, episodes: int, max_steps: int | None = None) -> dict[str, float]:
@@ -61,10 +58,10 @@ def evaluate(runner, env, episodes: int, max_steps: int | None = None) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    """Parse the command line, rebuild the env from the checkpoint's config, evaluate and print."""
+    """Parse the command line, rebuild the run from the checkpoint (:func:`rslkit.recipes.load_run`), evaluate."""
     parser = make_parser("Evaluate a trained policy (deterministic actions).")
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py")
+    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py, or its run directory")
+    parser.add_argument("--task", help="expected task (default: the one the checkpoint records)")
     parser.add_argument("--episodes", type=int, default=100, help="number of episodes (one per parallel env)")
     parser.add_argument("--device", default="cpu")
     add_sim_arg(parser)
@@ -74,29 +71,19 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if args.episodes < 1:
         parser.error("--episodes must be >= 1")
     check_video_args(parser, args)
-    device = resolve_device(args.device)
-    spec = get_task(args.task)
-    saved = load_checkpoint(Path(args.checkpoint))
-    if saved.get("task") != args.task:
-        raise ValueError(
-            f"Checkpoint '{args.checkpoint}' was trained on task '{saved.get('task')}', not '{args.task}'."
-        )
-    cfg_cls, runner_cls = get_runner(saved["algorithm"])
-    env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"])
-    agent_cfg = from_dict(cfg_cls, saved["agent_cfg"])
-    env_cfg.num_envs, env_cfg.seed = args.episodes, args.seed
-    try:
-        apply_sim(env_cfg, args.sim, args.task)
-        apply_overrides({"env": env_cfg}, overrides)
-    except ValueError as err:
-        parser.error(str(err))
-    torch.manual_seed(args.seed)
-    env = spec.make_env(env_cfg, device)
-    runner = runner_cls(env, agent_cfg, None, device)
-    runner.load(args.checkpoint, weights_only=True)
+    env, runner, saved = load_run(
+        args.checkpoint,
+        num_envs=args.episodes,
+        device=resolve_device(args.device),
+        sim=args.sim,
+        seed=args.seed,
+        overrides=overrides,
+        task=args.task,
+    )
+    task = saved.get("task") or args.task
     stats = evaluate(runner, env, args.episodes)
     line = (
-        f"{args.task}: {int(stats['episodes'])} episodes"
+        f"{task}: {int(stats['episodes'])} episodes"
         f" | return {stats['return_mean']:.2f} ± {stats['return_std']:.2f}"
         f" | length {stats['length_mean']:.1f} ± {stats['length_std']:.1f}"
     )
@@ -161,6 +148,8 @@ def record_video(
     Raises:
         ValueError: the task has no render hook (see :mod:`rslkit.envs.mujoco.render`).
     """
+    from tqdm import tqdm
+
     from rslkit.envs.mujoco.render import RenderableTask
     from rslkit.utils.video import Mp4Writer
 
@@ -174,7 +163,9 @@ def record_video(
     stride = max(1, math.ceil(1.0 / (env.step_dt * VIDEO_MAX_FPS)))
     fps = 1.0 / (env.step_dt * stride)
     policy = runner.inference_policy()
-    with Mp4Writer(path, fps) as video, torch.inference_mode():  # as in evaluate(): the env holds inference tensors
+    # Offscreen frames take ~0.4-2 s each on a busy CPU: without a bar a long video looks like a hang.
+    bar = tqdm(total=steps, desc=f"rendering {Path(path).name}", unit="step", dynamic_ncols=True)
+    with Mp4Writer(path, fps) as video, torch.inference_mode(), bar:  # as in evaluate(): env holds inference tensors
         obs = env.reset()
         runner.reset_inference(torch.ones(env.num_envs, dtype=torch.bool, device=runner.device))
         video.append(env.render_frame(0, width, height))
@@ -183,6 +174,7 @@ def record_video(
             runner.reset_inference(dones.to(runner.device))
             if t % stride == 0:
                 video.append(env.render_frame(0, width, height))
+            bar.update(1)
     return video.frames, fps
 
 

@@ -1,4 +1,7 @@
-"""``--sim mujoco|warp``: choose the physics backend of a MuJoCo task from the command line (train.py, play.py)."""
+"""``--sim mujoco|warp``: choose the physics backend of a MuJoCo task from the command line (train, play, record).
+
+The choice is applied by :func:`rslkit.recipes.run.apply_sim`.
+"""
 
 from __future__ import annotations
 
@@ -13,23 +16,3 @@ SIM_HELP = (
 def add_sim_arg(parser: argparse.ArgumentParser) -> None:
     """Add ``--sim NAME`` (default: the task config's own choice)."""
     parser.add_argument("--sim", help=SIM_HELP)
-
-
-def apply_sim(env_cfg: object, sim: str | None, task: str) -> None:
-    """Set ``env_cfg.sim`` to ``sim`` (nothing when None).
-
-    Raises:
-        ValueError: the task's config has no ``sim`` field (not a MuJoCo task), or ``sim`` is not a known backend.
-    """
-    if sim is None:
-        return
-    if not hasattr(env_cfg, "sim"):
-        raise ValueError(
-            f"--sim applies to MuJoCo tasks (their config has a 'sim' field); task '{task}' "
-            f"({type(env_cfg).__name__}) simulates its own physics. Drop --sim."
-        )
-    from rslkit.envs.mujoco.factory import SIM_BACKENDS
-
-    if sim not in SIM_BACKENDS:
-        raise ValueError(f"--sim must be one of {', '.join(SIM_BACKENDS)}, got '{sim}'.")
-    env_cfg.sim = sim  # type: ignore[attr-defined]

@@ -25,5 +25,5 @@ def check_matches_env(demos: Demonstrations, obs_dim: int, num_actions: int, whe
     if problems:
         raise ValueError(
             "The dataset does not match the environment: " + "; ".join(problems) + ". Record demonstrations on the "
-            "same task (python -m rslkit.record --task ...) or pass the --task they were recorded on."
+            "same task (.venv/bin/python -m rslkit.record --checkpoint C --out DIR with a checkpoint of this task)."
         )

@@ -106,7 +106,9 @@ class Demonstrations:
             ValueError: when the dataset has no ``next.reward`` feature.
         """
         if self.rewards is None:
-            raise ValueError(f"This dataset has no '{REWARD_KEY}' feature; record it with python -m rslkit.record.")
+            raise ValueError(
+                f"This dataset has no '{REWARD_KEY}' feature; record it with .venv/bin/python -m rslkit.record."
+            )
         sums = torch.zeros(self.num_episodes, dtype=torch.float64)
         rows = torch.repeat_interleave(torch.arange(self.num_episodes), self.episode_to - self.episode_from)
         return sums.index_add_(0, rows, self.rewards.double()).float()

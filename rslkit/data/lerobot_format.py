@@ -24,7 +24,7 @@ DEFAULT_FEATURES: dict[str, dict] = {
 }
 """Columns every LeRobot data file has."""
 
-RECORD_HINT = "record a dataset with `python -m rslkit.record --task T --checkpoint C --out DIR`"
+RECORD_HINT = "record a dataset with `.venv/bin/python -m rslkit.record --checkpoint C --out DIR`"
 STATS_HINT = "recompute it with `python -c \"from rslkit.data import recompute_stats; recompute_stats('{root}')\"`"
 CONVERT_HINT = (
     "convert it with LeRobot (`python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=...`) "

@@ -29,32 +29,65 @@ from rslkit.data.lerobot_format import (
 )
 from rslkit.data.stats import feature_stats
 
+INFO_FIX = "repair the file or re-create the dataset"
+
+
+def _read_json(path: Path, fix: str) -> dict:
+    """The JSON object in ``path``; ValueError naming the file (and ``fix``) when it is not one."""
+    try:
+        data = json.loads(path.read_text())
+    except UnicodeDecodeError as err:
+        raise ValueError(f"'{path}' is not a UTF-8 text file ({err.reason}); {fix}.") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"'{path}' is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); {fix}."
+        ) from err
+    if not isinstance(data, dict):
+        raise ValueError(f"'{path}' must hold a JSON object, got a {type(data).__name__}; {fix}.")
+    return data
+
 
 def _read_info(root: Path) -> dict:
     if not root.exists():
         raise FileNotFoundError(f"Dataset '{root}' does not exist; {RECORD_HINT}.")
-    if not (root / INFO_PATH).is_file():
+    path = root / INFO_PATH
+    if not path.is_file():
         legacy = (root / "meta" / "episodes.jsonl").exists()
         hint = CONVERT_HINT if legacy else RECORD_HINT
         raise ValueError(f"'{root}' is not a LeRobotDataset v3.0 (no {INFO_PATH}); {hint}.")
-    info = json.loads((root / INFO_PATH).read_text())
-    version = info.get("codebase_version")
+    info = _read_json(path, INFO_FIX)
+    missing = [k for k in ("codebase_version", "features") if k not in info]
+    if missing:
+        raise ValueError(f"'{path}' lacks the keys {missing} of every LeRobotDataset v3.0; {INFO_FIX}.")
+    version = info["codebase_version"]
     if version != CODEBASE_VERSION:
         raise ValueError(
             f"Dataset '{root}' has codebase_version {version!r}, rslkit reads '{CODEBASE_VERSION}'; {CONVERT_HINT}."
         )
+    if not isinstance(info["features"], dict):
+        raise ValueError(f"'{path}' key 'features' must map feature names to objects; {INFO_FIX}.")
+    if not isinstance(info.get("data_path", DATA_PATH), str):
+        raise ValueError(f"'{path}' key 'data_path' must be a path template like '{DATA_PATH}'; {INFO_FIX}.")
+    if not isinstance(info.get("fps", 0), (int, float)):
+        raise ValueError(f"'{path}' key 'fps' must be a number, got {info['fps']!r}; {INFO_FIX}.")
     return info
 
 
 def _check_feature(root: Path, info: dict, key: str) -> int:
-    feature = info.get("features", {}).get(key)
+    features = info["features"]
+    feature = features.get(key)
     if feature is None:
         raise ValueError(
-            f"Dataset '{root}' has no '{key}' feature (features: {sorted(info.get('features', {}))}); rslkit "
+            f"Dataset '{root}' has no '{key}' feature in {INFO_PATH} (features: {sorted(features)}); rslkit "
             f"trains on '{OBS_KEY}' and '{ACTION_KEY}' vectors, so {RECORD_HINT}."
         )
-    shape = list(feature.get("shape", []))
-    if len(shape) != 1 or feature.get("dtype") not in ("float32", "float64"):
+    if not isinstance(feature, dict) or "shape" not in feature or "dtype" not in feature:
+        raise ValueError(
+            f"'{root / INFO_PATH}' feature '{key}' must be an object with 'dtype' and 'shape', got {feature!r}; "
+            f"{INFO_FIX}."
+        )
+    shape = list(feature["shape"]) if isinstance(feature["shape"], (list, tuple)) else [feature["shape"]]
+    if len(shape) != 1 or not isinstance(shape[0], int) or feature["dtype"] not in ("float32", "float64"):
         raise ValueError(
             f"Feature '{key}' of '{root}' must be a float vector, got dtype {feature.get('dtype')} "
             f"shape {shape}; image and video features are not supported for state-based training."
@@ -136,7 +169,7 @@ def _read_stats(root: Path, dims: dict[str, int]) -> dict:
         raise ValueError(
             f"Dataset '{root}' has no {STATS_PATH} (normalization needs min/max); {STATS_HINT.format(root=root)}."
         )
-    stats = json.loads((root / STATS_PATH).read_text())
+    stats = _read_json(root / STATS_PATH, STATS_HINT.format(root=root))
     for key, dim in dims.items():
         entry = stats.get(key, {})
         for stat in ("min", "max"):

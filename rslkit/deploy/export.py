@@ -1,4 +1,4 @@
-"""Export trained policies to ONNX: ``python -m rslkit.export --checkpoint C --out policy.onnx``.
+"""Export trained policies to ONNX (the command line, ``python -m rslkit.export``, is :mod:`rslkit.cli.export`).
 
 Supported: PPO actor-critics (Gaussian / tanh-Gaussian / Beta / categorical heads, deterministic mode, env-space
 actions; feed-forward or GRU/LSTM with explicit state), SAC actors (``tanh(mu)``), and flow chunk policies
@@ -9,8 +9,6 @@ metadata (:class:`~rslkit.deploy.metadata.PolicyMetadata`) travels in ``metadata
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -21,12 +19,14 @@ import onnx
 import torch
 import torch.nn as nn
 
-from rslkit.algorithms.sac import SACModel
 from rslkit.deploy.graphs import FlowChunkGraph, PPORecurrentGraph, PPOStepGraph, SACStepGraph
 from rslkit.deploy.metadata import PolicyMetadata, write_metadata
+from rslkit.envs.vec_env import control_period
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.normalizer import EmpiricalNormalization
+from rslkit.models.sac_networks import SACModel
+from rslkit.recipes import load_run
 
 DEFAULT_OPSET = 17
 
@@ -39,18 +39,6 @@ class ExportPlan:
     example_inputs: tuple[torch.Tensor, ...]
     dynamic_axes: dict[str, dict[int, str]]
     metadata: PolicyMetadata
-
-
-def control_rate_from_env_cfg(env_cfg: dict[str, Any] | None) -> float | None:
-    """Env steps per second from a task config (``dt``, or ``sim_dt * decimation``); None when unknown."""
-    if not env_cfg:
-        return None
-    if isinstance(env_cfg.get("dt"), (int, float)) and env_cfg["dt"] > 0:
-        return 1.0 / float(env_cfg["dt"])
-    sim_dt, decimation = env_cfg.get("sim_dt"), env_cfg.get("decimation", 1)
-    if isinstance(sim_dt, (int, float)) and sim_dt > 0 and isinstance(decimation, int) and decimation > 0:
-        return 1.0 / (float(sim_dt) * decimation)
-    return None
 
 
 def _group_dims(normalizers: nn.ModuleDict, groups: list[str], first_in: int, obs_dims: dict[str, int] | None):
@@ -231,41 +219,22 @@ def export_policy(policy: nn.Module, out: str | Path, algorithm: str, **kwargs: 
 
 
 def load_checkpoint_policy(checkpoint: str | Path, task: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """Rebuild the env (one instance) and runner of a checkpoint, as ``play.py`` does, and return its policy.
+    """Rebuild the run of a checkpoint with one env (:func:`rslkit.recipes.load_run`) and return its policy.
 
     Returns:
-        ``(policy, info)`` with ``info`` keys ``algorithm``, ``task``, ``control_rate_hz``, ``obs_dims``.
+        ``(policy, info)`` with ``info`` keys ``algorithm``, ``task``, ``control_rate_hz``, ``obs_dims`` and the
+        env's names (:func:`env_names`).
 
     Raises:
         ValueError: when the checkpoint names no task and none is given, or the task differs.
     """
-    from rslkit.envs.registry import get_task
-    from rslkit.runners.registry import get_runner
-    from rslkit.utils.checkpoint import load_checkpoint
-    from rslkit.utils.config import from_dict
-
-    saved = load_checkpoint(checkpoint)
-    saved_task = saved.get("task")
-    if task is None and saved_task is None:
-        raise ValueError(f"Checkpoint '{checkpoint}' does not record its task; pass --task NAME.")
-    if task is not None and saved_task is not None and task != saved_task:
-        raise ValueError(f"Checkpoint '{checkpoint}' was trained on task '{saved_task}', not '{task}'.")
-    task = str(task or saved_task)
-    spec = get_task(task)
-    cfg_cls, runner_cls = get_runner(saved["algorithm"])
-    env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"]) if saved.get("env_cfg") else spec.env_cfg()
-    agent_cfg = from_dict(cfg_cls, saved["agent_cfg"])
-    if hasattr(agent_cfg, "pretrained"):
-        agent_cfg.pretrained = ""  # ReinFlow checkpoints are self-contained
-    env_cfg.num_envs = 1
-    env = spec.make_env(env_cfg, "cpu")
-    runner = runner_cls(env, agent_cfg, None, "cpu")
-    runner.load(checkpoint, weights_only=True)
+    env, runner, saved = load_run(checkpoint, num_envs=1, device="cpu", task=task)
+    period = control_period(env)
     obs = env.get_observations()
     info = {
         "algorithm": saved["algorithm"],
-        "task": task,
-        "control_rate_hz": control_rate_from_env_cfg(saved.get("env_cfg")),
+        "task": saved.get("task") or task,
+        "control_rate_hz": 1.0 / period if period else None,
         "obs_dims": {k: int(obs[k].shape[-1]) for k in obs.keys() if obs[k].dim() == 2},
     }
     info.update(env_names(env))
@@ -315,29 +284,7 @@ def export_checkpoint(
         obs_dims=info["obs_dims"],
         task=info["task"],
         control_rate_hz=info["control_rate_hz"],
-        num_flow_steps=num_flow_steps or info.get("num_flow_steps"),
+        num_flow_steps=info.get("num_flow_steps") if num_flow_steps is None else num_flow_steps,
         names={k: info[k] for k in ("action_names", "joint_names", "obs_names") if k in info},
         opset=opset,
     )
-
-
-def main(argv: list[str] | None = None) -> PolicyMetadata:
-    """Command line: ``python -m rslkit.export --checkpoint model_300.pt --out policy.onnx``."""
-    parser = argparse.ArgumentParser(description="Export a trained rslkit policy to ONNX (normalizers inside).")
-    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py")
-    parser.add_argument("--out", required=True, help="output .onnx file")
-    parser.add_argument("--task", default=None, help="task name, when the checkpoint does not record it")
-    parser.add_argument("--flow_steps", type=int, default=None, help="Euler steps K to unroll (flow policies)")
-    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
-    args = parser.parse_args(argv)
-    meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset)
-    shapes = ", ".join(f"{g}{s}" for g, s in meta.obs_groups.items())
-    extra = f" | chunk {meta.chunk_length} x K={meta.num_flow_steps}" if meta.kind == "chunk" else ""
-    if meta.max_future_offset > 0:
-        extra += f" | future_state {meta.future_state_slice} (offsets <= {meta.max_future_offset})"
-    print(f"Exported {meta.algorithm} {meta.kind} policy ({shapes} -> {meta.action_dim} actions{extra}) to {args.out}")
-    return meta
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from rslkit.algorithms.sac import SACModel
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.flow.sampler import time_grid
+from rslkit.models.sac_networks import SACModel
 
 
 class PPOStepGraph(nn.Module):
@@ -111,7 +111,7 @@ class FlowChunkGraph(nn.Module):
     def __init__(self, policy: FlowPolicy, num_steps: int | None = None) -> None:
         super().__init__()
         self.policy = policy
-        self.num_steps = int(num_steps or policy.cfg.num_inference_steps)
+        self.num_steps = int(policy.cfg.num_inference_steps if num_steps is None else num_steps)
         time_grid(self.num_steps)  # validates K >= 1
         self.groups = [policy.cfg.obs_group]
         self.has_future_state = policy.max_future_offset > 0

@@ -122,7 +122,7 @@ def read_metadata(props: dict[str, str], source: str = "the model") -> PolicyMet
     """
     if METADATA_KEY not in props:
         raise ValueError(
-            f"{source} has no '{METADATA_KEY}' metadata; export it with `python -m rslkit.export --checkpoint C "
-            "--out policy.onnx`."
+            f"{source} has no '{METADATA_KEY}' metadata; export it in the training venv with "
+            "`.venv/bin/python -m rslkit.export --checkpoint C --out policy.onnx`."
         )
     return PolicyMetadata.from_json(props[METADATA_KEY])

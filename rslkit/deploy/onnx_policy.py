@@ -20,6 +20,13 @@ def _import_ort() -> Any:
     return ort
 
 
+def _load_errors(ort: Any) -> tuple[type[BaseException], ...]:
+    """ONNX Runtime's exceptions for a file that is not a loadable model (truncated, corrupt, not ONNX)."""
+    state = ort.capi.onnxruntime_pybind11_state
+    names = ("InvalidProtobuf", "InvalidArgument", "InvalidGraph", "NoModel", "Fail")
+    return tuple(getattr(state, n) for n in names if isinstance(getattr(state, n, None), type))
+
+
 class OnnxPolicy:
     """An rslkit ONNX policy (from :mod:`rslkit.deploy.export`) in an ONNX Runtime CPU session.
 
@@ -35,7 +42,8 @@ class OnnxPolicy:
         check_outputs: raise when the policy returns non-finite values.
 
     Raises:
-        FileNotFoundError: for a missing file. ValueError: for a model not exported by rslkit.
+        FileNotFoundError: for a missing file. ValueError: for a file ONNX Runtime cannot load (corrupt or
+            truncated) or a model not exported by rslkit.
     """
 
     def __init__(
@@ -43,14 +51,23 @@ class OnnxPolicy:
     ) -> None:
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"ONNX policy '{path}' does not exist; export one with python -m rslkit.export.")
+            raise FileNotFoundError(
+                f"ONNX policy '{path}' does not exist; export one in the training venv with "
+                ".venv/bin/python -m rslkit.export."
+            )
         if intra_op_threads < 1:
             raise ValueError(f"intra_op_threads must be >= 1, got {intra_op_threads}.")
         ort = _import_ort()
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except _load_errors(ort) as err:
+            raise ValueError(
+                f"ONNX policy '{path}' is not a loadable ONNX model (corrupt or truncated: {err}); re-export it in "
+                "the training venv with .venv/bin/python -m rslkit.export."
+            ) from err
         props = self.session.get_modelmeta().custom_metadata_map
         self.meta: PolicyMetadata = read_metadata(props, f"'{path}'")
         self.check_outputs = check_outputs
@@ -207,11 +224,24 @@ class OnnxPolicy:
         return result[0] if unbatched else result
 
     def reset(self, dones: Any | None = None) -> None:
-        """Zero the recurrent state of finished episodes (``dones [B]`` bool; all of them when None)."""
+        """Zero the recurrent state of finished episodes (``dones [B]`` bool; all of them when None).
+
+        Raises:
+            ValueError: when ``dones`` does not hold one flag per sequence of the recurrent state.
+        """
         if self._state is None:
             return
         if dones is None:
             self._state = None
             return
-        keep = ~np.asarray(dones, dtype=bool).reshape(1, -1, 1)
+        if hasattr(dones, "detach"):  # torch tensor
+            dones = dones.detach().cpu().numpy()
+        flags = np.asarray(dones, dtype=bool)
+        batch = next(iter(self._state.values())).shape[1]
+        if flags.size != batch:
+            raise ValueError(
+                f"reset() got dones of shape {list(flags.shape)} but the recurrent state holds {batch} sequences; "
+                f"pass one flag per sequence (shape [{batch}]), or None to reset all."
+            )
+        keep = ~flags.reshape(1, -1, 1)
         self._state = {n: s * keep for n, s in self._state.items()}

@@ -157,6 +157,12 @@ class GymVecEnv(VecEnv):
         }
         return self._obs, torch.as_tensor(rewards, dtype=torch.float32, device=self.device), dones_t, extras
 
+    @property
+    def step_dt(self) -> float | None:
+        """Simulated seconds per ``step`` where the Gymnasium env says (MuJoCo envs' ``dt``), else None."""
+        dt = getattr(self.vec.envs[0].unwrapped, "dt", None)
+        return float(dt) if isinstance(dt, (int, float)) and dt > 0 else None
+
     def close(self) -> None:
         """Close every copy."""
         self.vec.close()
@@ -174,7 +180,7 @@ def _check_env_id(env_id: str) -> None:
 
 
 @functools.cache
-def _is_discrete(env_id: str) -> bool:
+def is_discrete(env_id: str) -> bool:
     """Whether ``env_id`` has a Discrete action space (builds one copy once)."""
     try:
         env = gym.make(env_id)
@@ -184,55 +190,6 @@ def _is_discrete(env_id: str) -> bool:
         return isinstance(env.action_space, gym.spaces.Discrete)
     finally:
         env.close()
-
-
-def gym_ppo_cfg(env_id: str) -> Any:
-    """PPO for Gymnasium envs with SB3-zoo MuJoCo settings (2048 steps per update over 8 envs, 10 epochs)."""
-    from rslkit.algorithms.ppo import PPOCfg
-    from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
-
-    discrete = _is_discrete(env_id)
-    return PPORunnerCfg(
-        algorithm=PPOCfg(
-            num_learning_epochs=10,
-            num_mini_batches=32,
-            gamma=0.99,
-            lam=0.95,
-            entropy_coef=0.0,
-            learning_rate=3e-4,
-            schedule="fixed",
-            max_grad_norm=0.5,
-        ),
-        policy=PolicyCfg(
-            actor_hidden_dims=(64, 64),
-            critic_hidden_dims=(64, 64),
-            activation="tanh",
-            distribution="categorical" if discrete else "gaussian",
-        ),
-        num_steps_per_env=256,
-        max_iterations=500,
-        save_interval=50,
-    )
-
-
-def gym_sac_cfg(env_id: str) -> Any:
-    """SAC for Gymnasium envs (SB3 MuJoCo settings, vectorized): 256x256 networks, tau 0.005, 5000 random
-    transitions, 0.5 updates of 512 transitions per collected transition with the default 8 envs."""
-    from rslkit.algorithms.sac import SACCfg, SACNetworkCfg
-    from rslkit.runners.sac_config import SACRunnerCfg
-    from rslkit.storage.replay_buffer import ReplayCfg
-
-    return SACRunnerCfg(
-        algorithm=SACCfg(gamma=0.99, tau=0.005, batch_size=512, utd_ratio=4.0),
-        policy=SACNetworkCfg(actor_hidden_dims=(256, 256), critic_hidden_dims=(256, 256)),
-        replay=ReplayCfg(capacity=1_000_000),
-        num_steps_per_env=125,
-        max_iterations=1000,
-        random_steps=625,
-        learning_starts=625,
-        save_interval=100,
-    )
 
 
 def gym_task_spec(name: str) -> TaskSpec:
@@ -249,6 +206,5 @@ def gym_task_spec(name: str) -> TaskSpec:
         name=name,
         env_cfg=lambda: GymEnvCfg(env_id=env_id),
         make_env=lambda cfg, device: GymVecEnv(cfg, device),
-        agent_cfgs={"ppo": lambda: gym_ppo_cfg(env_id), "sac": lambda: gym_sac_cfg(env_id)},
         description=f"Gymnasium {env_id} ({GYM_PREFIX} adapter, SyncVectorEnv)",
     )

@@ -10,6 +10,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.envs.vec_env import VecEnv
+from rslkit.utils.validation import expect, validate
 
 
 @dataclass
@@ -24,6 +25,12 @@ class TaskCfg:
     """Seed of the task's own random generator (initial states, goals)."""
     check_actions: bool = True
     """Raise on wrong-shape or non-finite actions (names the offending env indices)."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field no task can run with."""
+        for name in ("num_envs", "episode_length"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
 
 
 class TorchTask(VecEnv):
@@ -44,10 +51,7 @@ class TorchTask(VecEnv):
     """Observation group -> a name per column (exported with the policy)."""
 
     def __init__(self, cfg: TaskCfg, num_actions: int, device: str | torch.device = "cpu") -> None:
-        if cfg.num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {cfg.num_envs}.")
-        if cfg.episode_length < 1:
-            raise ValueError(f"episode_length must be >= 1, got {cfg.episode_length}.")
+        validate(cfg, "env")
         self.cfg = cfg
         self.device = torch.device(device)
         self.num_envs = cfg.num_envs
@@ -58,6 +62,8 @@ class TorchTask(VecEnv):
         self.generator.manual_seed(cfg.seed)
         self._term_sums: dict[str, torch.Tensor] = {}
         self._report_final_obs = False
+        self._obs: TensorDict | None = None
+        """Observations of the last step (None: not computed since the last reset); see :meth:`get_observations`."""
         self._all_envs = torch.arange(self.num_envs, device=self.device)
 
     # ----------------------------------------------------------------- subclass API
@@ -107,10 +113,18 @@ class TorchTask(VecEnv):
         self._reset_envs(self._all_envs)
         for total in self._term_sums.values():
             total.zero_()
+        self._obs = None
 
     def get_observations(self) -> TensorDict:
-        """Current observations, batch ``[N]``."""
-        return self._observations()
+        """Current observations, batch ``[N]``: those the last :meth:`step` returned (after a reset: computed once).
+
+        Asking again returns the same observations (noise included) without drawing from the task's generator, so
+        a runner that fetches them once more after a resume continues exactly as the uninterrupted run. The
+        TensorDict is the task's: do not modify it in place.
+        """
+        if self._obs is None:
+            self._obs = self._observations()
+        return self._obs
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Apply ``actions [N, A]``, reset finished episodes, and return ``(obs, rewards, dones, extras)``."""
@@ -136,7 +150,8 @@ class TorchTask(VecEnv):
             self._log_episode_terms(env_ids, extras["log"])
             self.episode_length_buf[env_ids] = 0
             self._reset_envs(env_ids)
-        return self._observations(), rewards, dones, extras
+        self._obs = self._observations()
+        return self._obs, rewards, dones, extras
 
     def request_final_obs(self) -> None:
         """From now on, steps in which an episode ends report ``extras["final_obs"]`` (batch ``[N]``): the
@@ -179,23 +194,44 @@ class TorchTask(VecEnv):
         return low + (high - low) * u
 
     def state_dict(self) -> dict:
-        """Full task state (physics, episode counters, reward sums, generator) for exact resume."""
+        """Full task state (physics, episode counters, reward sums, generator, current observations) for exact
+        resume."""
         return {
             "episode_length_buf": self.episode_length_buf.clone(),
             "term_sums": {k: v.clone() for k, v in self._term_sums.items()},
             "generator": self.generator.get_state(),
             "state": {k: v.clone() for k, v in self._state_tensors().items()},
+            "obs": None if self._obs is None else {k: v.clone() for k, v in self._obs.items()},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a state saved by :meth:`state_dict` (same task and ``num_envs``)."""
+        """Restore a state saved by :meth:`state_dict` (same task and ``num_envs``).
+
+        The saved observations become :meth:`get_observations` (a state saved without them, by an older rslkit,
+        has them recomputed, drawing fresh observation noise).
+
+        Raises:
+            ValueError: the state has another number of envs, or lacks entries this task saves.
+        """
         if state["episode_length_buf"].shape != self.episode_length_buf.shape:
             raise ValueError(
                 f"Saved task state has {state['episode_length_buf'].shape[0]} envs, this task has {self.num_envs}; "
                 "resume with the same --num_envs."
             )
+        tensors = self._state_tensors()
+        missing = sorted(set(tensors) - set(state["state"]))
+        if missing:
+            raise ValueError(
+                f"Saved task state lacks {missing} ({type(self).__name__} saves {sorted(tensors)}): it comes from "
+                "another task or an older rslkit. Load only the checkpoint's weights instead of resuming it."
+            )
         self.episode_length_buf.copy_(state["episode_length_buf"])
         self._term_sums = {k: v.to(self.device).clone() for k, v in state["term_sums"].items()}
         self.generator.set_state(state["generator"])
-        for name, tensor in self._state_tensors().items():
+        for name, tensor in tensors.items():
             tensor.copy_(state["state"][name])
+        obs = state.get("obs")
+        self._obs = None
+        if obs is not None:
+            groups = {k: v.to(self.device).clone() for k, v in obs.items()}
+            self._obs = TensorDict(groups, batch_size=[self.num_envs], device=self.device)

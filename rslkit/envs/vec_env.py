@@ -48,3 +48,14 @@ class VecEnv(ABC):
             ``(obs, rewards [N], dones [N], extras)`` with ``extras["time_outs"]`` ``[N]`` (truncations, also in
             ``dones``) and ``extras["log"]`` (scalars to average over an iteration).
         """
+
+
+def control_period(env: Any) -> float | None:
+    """Simulated seconds per ``env.step`` (the control period), or None when the env does not say.
+
+    Read from the env's ``step_dt`` (MuJoCo tasks, the render hook) or its config's ``dt`` (torch tasks).
+    """
+    for value in (getattr(env, "step_dt", None), getattr(getattr(env, "cfg", None), "dt", None)):
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    return None

@@ -9,11 +9,12 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
-from rslkit.models.distributions import make_distribution
-from rslkit.models.mlp import make_mlp
+from rslkit.models.distributions import DISTRIBUTIONS, make_distribution
+from rslkit.models.mlp import ACTIVATIONS, make_mlp
 from rslkit.models.normalizer import EmpiricalNormalization
 from rslkit.models.obs_groups import resolve_obs_groups
 from rslkit.models.recurrent import Hidden, Memory, mask_hidden
+from rslkit.utils.validation import expect, finite
 
 
 @dataclass
@@ -38,6 +39,27 @@ class PolicyCfg:
     rnn_type: Literal["none", "gru", "lstm"] = "none"
     rnn_hidden_dim: int = 256
     rnn_num_layers: int = 1
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for an architecture that cannot be built."""
+        for name in ("actor_hidden_dims", "critic_hidden_dims"):
+            dims = tuple(getattr(self, name))
+            expect(all(isinstance(d, int) and d >= 1 for d in dims), name, f"must all be integers >= 1, got {dims}")
+        act = self.activation
+        expect(act in ACTIVATIONS, "activation", f"is unknown ({act!r}); use one of {', '.join(ACTIVATIONS)}")
+        dist = self.distribution
+        expect(dist in DISTRIBUTIONS, "distribution", f"is unknown ({dist!r}); use one of {', '.join(DISTRIBUTIONS)}")
+        if dist in ("gaussian", "tanh_gaussian"):
+            lo, std, hi = self.min_std, self.init_std, self.max_std
+            expect(finite(lo) and lo > 0, "min_std", f"must be a finite number > 0, got {lo}")
+            expect(finite(std) and lo <= std, "init_std", f"must be in [min_std, max_std] = [{lo}, {hi}], got {std}")
+            expect(finite(hi) and std <= hi, "max_std", f"must be finite and >= init_std ({std}), got {hi}")
+        rnn = self.rnn_type
+        expect(rnn in ("none", "gru", "lstm"), "rnn_type", f"must be 'none', 'gru' or 'lstm', got {rnn!r}")
+        if rnn != "none":
+            for name in ("rnn_hidden_dim", "rnn_num_layers"):
+                value = getattr(self, name)
+                expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
 
 
 class ActorCritic(nn.Module):

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 import torch
+from tensordict import TensorDict
 
 from rslkit.envs.vec_env import VecEnv
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.utils.allocator import tune_cpu_allocator
+from rslkit.runners.run_config import RunCfg
+from rslkit.runners.run_summary import RunSummary
+from rslkit.utils.allocator import share_one_malloc_arena, tune_cpu_allocator
 from rslkit.utils.checkpoint import checkpoint_must_fit, load_runner_checkpoint, save_checkpoint
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.logger import RunLogger, format_summary
-
-
-class RunCfg(Protocol):
-    """The agent-config fields the shared loop reads."""
-
-    max_iterations: int
-    save_interval: int
-    logger: tuple[str, ...]
-    wandb_project: str
+from rslkit.utils.validation import validate
 
 
 class Algorithm(Protocol):
@@ -72,6 +71,7 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
         dist_info: DistInfo | None = None,
         run_info: dict[str, Any] | None = None,
     ) -> None:
+        validate(cfg, "agent")
         self.env = env
         self.cfg = cfg
         self.device = torch.device(device)
@@ -85,16 +85,45 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
         self.run_info = run_info or {}
         self.iteration = 0
         """The next iteration to run (also what checkpoints store)."""
+        self.interrupted = False
+        """Whether the last :meth:`learn` stopped early on Ctrl-C or SIGTERM (after saving a checkpoint)."""
+        self._stop_requested = False
+
+    # ------------------------------------------------------------------ the trained policy
+    @property
+    @abstractmethod
+    def policy(self) -> torch.nn.Module:
+        """The deployable network (what export traces)."""
+
+    @abstractmethod
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy ``obs [N] -> actions [N, A]`` for evaluation, recording and play."""
+
+    @abstractmethod
+    def reset_inference(self, dones: torch.Tensor) -> None:
+        """Reset the inference state (recurrent memory, open action chunks) of envs whose episode ended."""
 
     # ------------------------------------------------------------------ training loop
     def learn(self, num_iterations: int | None = None) -> dict[str, float]:
         """Run ``num_iterations`` iterations (default: up to ``cfg.max_iterations`` in total).
 
+        Ctrl-C or SIGTERM (in the main thread) stops after the running iteration, saves a checkpoint and returns
+        with :attr:`interrupted` set; a second Ctrl-C aborts at once.
+
         Returns:
             The metrics of the last iteration.
+
+        Raises:
+            ValueError: when there is nothing to run (``max_iterations`` already reached).
         """
         end = self.iteration + num_iterations if num_iterations is not None else self.cfg.max_iterations
-        if self.device.type == "cpu":
+        if end <= self.iteration:
+            raise ValueError(
+                f"Nothing to train: the run is at iteration {self.iteration} and max_iterations is {end}; "
+                "raise --max_iterations to continue."
+            )
+        if self.device.type == "cpu":  # process-wide, so applied when training starts, never at import
+            share_one_malloc_arena()
             tune_cpu_allocator()
         self._start_learning()
         logger = RunLogger(
@@ -107,18 +136,51 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
             wandb_project=self.cfg.wandb_project,
         )
         metrics: dict[str, float] = {}
+        summary = RunSummary(self.iteration)
+        self.interrupted = self._stop_requested = False
         try:
-            while self.iteration < end:
-                metrics = self._iteration()
-                self.iteration += 1
-                last = self.iteration == end
-                self._after_iteration(metrics, last)
-                logger.log(self.iteration - 1, metrics, format_summary(self.iteration - 1, end, metrics))
-                if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+            with self._stop_on_signals():
+                while self.iteration < end and not self._stop_requested:
+                    metrics = self._iteration()
+                    self.iteration += 1
+                    self._after_iteration(metrics, self.iteration == end)  # no final evaluation on Ctrl-C
+                    logger.log(self.iteration - 1, metrics, format_summary(self.iteration - 1, end, metrics))
+                    summary.observe(self.iteration - 1, metrics)
+                    last = self.iteration == end or self._stop_requested  # read again: a signal may have come
+                    if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or last):
+                        self.save(self.log_dir / f"model_{self.iteration}.pt")
+                self.interrupted = self._stop_requested
         finally:
             logger.close()
+        if self.dist.is_main:
+            checkpoint = self.log_dir / f"model_{self.iteration}.pt" if self.log_dir is not None else None
+            print(summary.format(checkpoint, self.interrupted), flush=True)
         return metrics
+
+    @contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """While training, turn the first SIGINT / SIGTERM into a request to stop after the running iteration."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def request_stop(signum: int, _frame: Any) -> None:
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            if self.dist.is_main:
+                print(
+                    f"\n{signal.Signals(signum).name}: stopping after iteration {self.iteration + 1} and saving a "
+                    "checkpoint (Ctrl-C again to abort without saving).",
+                    flush=True,
+                )
+
+        previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     @abstractmethod
     def _start_learning(self) -> None:

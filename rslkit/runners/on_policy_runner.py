@@ -16,8 +16,8 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
-from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
@@ -92,9 +92,21 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
 
     # ------------------------------------------------------------------ training loop
     def _start_learning(self) -> None:
+        self._check_mini_batches()
         if self.cfg.init_at_random_ep_len and self.iteration == 0:
             self._spread_episode_starts()
         self._obs = self.env.get_observations().to(self.device)
+
+    def _check_mini_batches(self) -> None:
+        """Training needs a sample (recurrent: an env) per mini-batch; evaluation with fewer envs is fine."""
+        cfg, recurrent = self.cfg, self.policy.is_recurrent
+        samples = self.env.num_envs if recurrent else self.env.num_envs * cfg.num_steps_per_env
+        if cfg.algorithm.num_mini_batches > samples:
+            unit = "envs (recurrent mini-batches split whole env sequences)" if recurrent else "samples per rollout"
+            raise ValueError(
+                f"--agent.algorithm.num_mini_batches {cfg.algorithm.num_mini_batches} exceeds the {samples} {unit}; "
+                "lower it, or raise --num_envs / --agent.num_steps_per_env."
+            )
 
     def _iteration(self) -> dict[str, float]:
         obs = self._obs

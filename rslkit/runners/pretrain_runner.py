@@ -20,13 +20,15 @@ from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.run_config import RunCfg
+from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.seeding import rng_state, set_rng_state
+from rslkit.utils.validation import expect
 
 
 @dataclass
-class FlowBCRunnerCfg:
+class FlowBCRunnerCfg(RunCfg):
     """Behaviour cloning run. CLI: ``--agent.<field>`` (``train.py --dataset PATH`` sets ``dataset``)."""
 
     dataset: str = ""
@@ -38,9 +40,14 @@ class FlowBCRunnerCfg:
     """Gradient steps per logged iteration."""
     eval_interval: int = 10
     """Iterations between evaluations in the env (one episode per env, deterministic ODE); 0: only the last."""
-    save_interval: int = 50
-    logger: tuple[str, ...] = ("tensorboard",)
-    wandb_project: str = "rslkit"
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the pretrain loop cannot run with."""
+        super().check()
+        updates = self.updates_per_iteration
+        expect(isinstance(updates, int) and updates >= 1, "updates_per_iteration", f"must be >= 1, got {updates}")
+        every = self.eval_interval
+        expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
 
 
 def policy_obs_dim(env: VecEnv, group: str) -> int:
@@ -232,12 +239,12 @@ class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC]):
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_state(self) -> dict[str, Any]:
-        """Policy, EMA policy, optimizer, config, RNG state and episode statistics."""
+        """Policy, EMA policy, optimizer, config, RNG state, env state and episode statistics (evaluation episodes
+        of a resumed run start where the uninterrupted run's would)."""
         return {
             "alg": self.alg.state_dict(),
             "agent_cfg": to_dict(self.cfg),
-            "rng": rng_state(),
-            "episode_stats": self.stats.state_dict(),
+            **capture_run_state(self.env, self.stats),
         }
 
     def _load_weights(self, alg_state: dict[str, Any]) -> None:
@@ -245,5 +252,4 @@ class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC]):
         self.alg.ema.load_state_dict(alg_state["ema"])
 
     def _restore(self, data: dict[str, Any]) -> None:
-        set_rng_state(data["rng"])
-        self.stats.load_state_dict(data["episode_stats"])
+        restore_run_state(data, self.env, self.stats)

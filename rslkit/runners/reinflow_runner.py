@@ -20,14 +20,16 @@ from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
+from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
+from rslkit.utils.validation import expect
 
 
 @dataclass
-class ReinFlowRunnerCfg:
+class ReinFlowRunnerCfg(RunCfg):
     """ReinFlow fine-tuning run. CLI: ``--agent.<field>`` (``train.py --pretrained PATH`` sets ``pretrained``)."""
 
     pretrained: str = ""
@@ -40,10 +42,15 @@ class ReinFlowRunnerCfg:
     max_iterations: int = 100
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
-    save_interval: int = 50
-    logger: tuple[str, ...] = ("tensorboard",)
-    wandb_project: str = "rslkit"
     check_for_nan: bool = True
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the fine-tuning loop cannot run with."""
+        super().check()
+        steps = self.num_steps_per_env
+        expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
+        every = self.eval_interval
+        expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
 
 
 def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyCfg, dict]:
@@ -90,6 +97,8 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         run_info: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(env, cfg, log_dir, device, dist_info, run_info)
+        self._pretrained_from = cfg.pretrained
+        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
         weights = None
         if cfg.pretrained:
             cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
@@ -223,7 +232,7 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
             "total_env_steps": self.total_env_steps,
             "alg": self.alg.state_dict(),
             "agent_cfg": agent_cfg,
-            "pretrained_from": self.cfg.pretrained,
+            "pretrained_from": self.cfg.pretrained or self._pretrained_from,
             **capture_run_state(self.env, self.stats),
         }
 
@@ -262,4 +271,5 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
 
     def _restore(self, data: dict[str, Any]) -> None:
         self.total_env_steps = data.get("total_env_steps", 0)
+        self._pretrained_from = str(data.get("pretrained_from", ""))  # a resumed run keeps its origin
         restore_run_state(data, self.env, self.stats)

@@ -24,6 +24,8 @@ from typing import Literal
 import torch
 from tensordict import TensorDict
 
+from rslkit.utils.validation import expect, finite
+
 _GIB = 1024**3
 
 
@@ -43,6 +45,16 @@ class ReplayCfg:
     """Store the buffer contents in checkpoints so a resumed run is exactly the uninterrupted one (large files)."""
     max_memory_fraction: float = 0.8
     """Refuse a buffer that would take more than this share of the free memory (or disk, for memmap)."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a buffer that cannot be built."""
+        cap = self.capacity
+        expect(isinstance(cap, int) and cap >= 2, "capacity", f"must be an integer >= 2 (steps x envs), got {cap}")
+        expect(self.storage in ("memory", "memmap"), "storage", f"must be 'memory' or 'memmap', got {self.storage!r}")
+        frac = self.demo_fraction
+        expect(finite(frac) and 0 <= frac <= 1, "demo_fraction", f"must be in [0, 1], got {frac}")
+        mem = self.max_memory_fraction
+        expect(finite(mem) and mem > 0, "max_memory_fraction", f"must be a finite number > 0, got {mem}")
 
 
 def available_memory_bytes(device: torch.device) -> int:
@@ -95,6 +107,11 @@ def transition_bytes(template: TensorDict) -> int:
     """Bytes one transition takes in storage."""
     leaves: list[torch.Tensor] = list(template.values(include_nested=True, leaves_only=True))  # type: ignore[arg-type]
     return sum(int(v.numel() * v.element_size()) for v in leaves)
+
+
+def _cpu_copy(t: torch.Tensor) -> torch.Tensor:
+    """A plain CPU tensor with its own storage holding just ``t`` (not a view, not memory-mapped)."""
+    return torch.empty(t.shape, dtype=t.dtype).copy_(t)
 
 
 class RingStorage:
@@ -168,9 +185,14 @@ class RingStorage:
         return rows
 
     def state_dict(self) -> dict:
-        """Filled contents (as a plain dict of tensors) and the write position."""
-        rows = self.data[: self.size] if self.size < self.horizon else self.data
-        return {"data": rows.to("cpu").to_dict(), "ptr": self.ptr, "size": self.size}
+        """The filled rows ``[size, N]`` (a plain dict of CPU tensors), the write position and the fill.
+
+        The rows are copied out: a view of the first rows would make ``torch.save`` write the whole preallocated
+        storage. A wrapped buffer (``size == horizon``) is saved in storage order, so ``ptr`` restores as is.
+        """
+        rows = self.data[: self.size].apply(_cpu_copy)
+        assert rows is not None  # apply() returns None only when called in place
+        return {"data": rows.to_dict(), "ptr": self.ptr, "size": self.size}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` output (same layout)."""

@@ -5,9 +5,11 @@ on ``free``. A PPO update allocates and frees megabyte-sized activations and gra
 iteration, so each of them is page-faulted and zeroed by the kernel again: 23,000-51,000 minor page faults per
 iteration of 64-64 PPO at 4096 envs; removing them made that PPO +2 to +20 % faster (median about +9 %,
 docs/benchmarks.md). Raising the mmap and trim thresholds (:func:`tune_cpu_allocator`, when a runner's
-``learn()`` starts) lets ``malloc`` reuse the memory, and one arena for all threads (:func:`share_one_malloc_arena`,
-when ``rslkit.runners`` is imported, before torch starts its OpenMP threads) keeps them off per-thread heaps, which
-glibc shrinks (and so page-faults again) on its own schedule. Threads that allocated before that call keep their
+``learn()`` starts) lets ``malloc`` reuse the memory, and one arena for all threads
+(:func:`share_one_malloc_arena`: at the start of ``train.py``, before torch starts its OpenMP threads, and again
+when ``learn()`` starts) keeps them off per-thread heaps, which glibc shrinks (and so page-faults again) on its own
+schedule. Both are process-wide, so nothing happens at import: a program that imports rslkit keeps its malloc
+settings until it trains. Threads that allocated before that call keep their
 arenas; ``MALLOC_ARENA_MAX=1`` set before the process starts covers them too. Peak RSS does not grow, but memory
 freed at the end of a phase is kept until the process exits.
 
@@ -37,11 +39,13 @@ _state: dict[str, bool | None] = {"applied": None, "arena": None}
 def share_one_malloc_arena() -> bool:
     """Make threads that allocate for the first time from now on share glibc's main arena (``M_ARENA_MAX=1``).
 
-    Called when ``rslkit.runners`` is imported, before torch starts its OpenMP threads: a thread that takes an
+    Called by ``train.py`` before anything else (before torch starts its OpenMP threads) and when a runner's
+    ``learn()`` starts (a script that calls ``learn()`` directly): a thread that takes an
     arena of its own gets per-thread heaps, which glibc unmaps and maps again as they empty and fill, and a thread
     started after other threads' arenas exist may be handed one of those (whichever arena is not locked at that
     moment). Measured: 10,000-40,000 minor page faults per 512-env PPO iteration with ``parallel_update`` when
-    this was only set at ``learn()``, a few hundred from the third iteration on with it set at import.
+    this was only set at ``learn()`` after OpenMP threads had run, a few hundred from the third iteration on with it
+    set before any parallel torch work.
 
     Returns:
         True when in effect (see :func:`tune_cpu_allocator` for when it is not).

@@ -120,20 +120,45 @@ class RunLogger:
             self._wandb.finish()
 
 
+SUMMARY_FIELDS = (
+    ("Perf/steps_per_s", "steps/s", "{:,.0f}"),
+    ("Perf/updates_per_s", "upd/s", "{:,.0f}"),  # flow-bc: gradient steps, no env
+    ("Train/mean_return", "return", "{:.2f}"),
+    ("Eval/mean_return", "eval", "{:.2f}"),
+    ("Train/mean_episode_length", "len", "{:.1f}"),
+    ("Train/success_rate", "success", "{:.2f}"),
+    ("Loss/surrogate", "surr", "{:.3g}"),  # PPO, ReinFlow
+    ("Loss/value", "v_loss", "{:.3g}"),  # PPO, ReinFlow; SAC's critic loss (labelled "critic")
+    ("Loss/actor", "actor", "{:.3g}"),  # SAC
+    ("Loss/alpha", "alpha_loss", "{:.3g}"),  # SAC temperature
+    ("Policy/alpha", "alpha", "{:.3g}"),  # SAC
+    ("Policy/mean_q", "Q", "{:.3g}"),  # SAC
+    ("Loss/flow", "bc_loss", "{:.3g}"),  # flow-bc
+    ("Loss/w2", "w2", "{:.3g}"),  # ReinFlow: distance to the pretrained policy
+    ("Policy/mean_std", "std", "{:.3f}"),
+    ("Loss/learning_rate", "lr", "{:.2e}"),
+)
+"""``(metric, label, format)`` of the console line, shown where the iteration logged the metric."""
+
+
 def format_summary(iteration: int, total: int, metrics: dict[str, float]) -> str:
-    """One console line with the figures a person watches during training."""
+    """One console line with the figures a person watches during training: speed, returns, the algorithm's losses.
+
+    Each algorithm shows its own losses (PPO: ``surr v_loss std``; SAC: ``critic actor alpha_loss alpha Q``;
+    flow-bc: ``bc_loss``; ReinFlow: ``surr v_loss w2 std``); metrics an iteration did not log are left out.
+    """
     parts = [f"it {iteration + 1:>5d}/{total}"]
-    for key, label, fmt in (
-        ("Perf/steps_per_s", "steps/s", "{:,.0f}"),
-        ("Train/mean_return", "return", "{:.2f}"),
-        ("Train/mean_episode_length", "len", "{:.1f}"),
-        ("Train/success_rate", "success", "{:.2f}"),
-        ("Loss/value", "v_loss", "{:.3g}"),
-        ("Loss/surrogate", "surr", "{:.3g}"),
-        ("Policy/mean_std", "std", "{:.3f}"),
-        ("Loss/learning_rate", "lr", "{:.2e}"),
-    ):
+    for key, label, fmt in SUMMARY_FIELDS:
         value = metrics.get(key)
-        if value is not None and not math.isnan(value):
-            parts.append(f"{label} {fmt.format(value)}")
+        if value is None or math.isnan(value):
+            continue
+        if key == "Loss/value" and "Policy/alpha" in metrics:
+            label = "critic"
+        if key == "Eval/mean_return" and _close(value, metrics.get("Train/mean_return")):
+            continue  # flow-bc's episode statistics are its evaluation: the same number twice
+        parts.append(f"{label} {fmt.format(value)}")
     return " | ".join(parts)
+
+
+def _close(a: float, b: float | None) -> bool:
+    return b is not None and abs(a - b) <= 1e-6 * max(1.0, abs(a))

@@ -1,5 +1,7 @@
 """train.py / play.py end to end: help, errors, learning, resume, evaluation."""
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +20,11 @@ def test_help_lists_registered_tasks():
     assert "registered tasks:" in out and "pendulum" in out and "--num_envs" in out
 
 
-def test_unknown_task_suggests_close_matches():
-    with pytest.raises(ValueError, match="Unknown task 'pendulm'. Did you mean: pendulum"):
+def test_unknown_task_suggests_close_matches(capsys):
+    with pytest.raises(SystemExit) as exit_info:
         train.main(["--task", "pendulm"])
+    assert exit_info.value.code == 2
+    assert "Unknown task 'pendulm'. Did you mean: pendulum" in capsys.readouterr().err
 
 
 def test_bad_override_exits_with_message(capsys):
@@ -49,3 +53,63 @@ def test_pendulum_learns_then_play_and_resume(tmp_path, capsys):
     assert len(rows) == 1 + 42 and rows[-1].startswith("41,")
     with pytest.raises(ValueError, match="trained on task 'pendulum'"):
         play.main(["--task", "cartpole", "--checkpoint", str(ckpt)])
+
+
+def test_resume_of_a_gym_task_finds_its_run(tmp_path):
+    """``gym:`` runs live under ``gym_<EnvId>`` (no colons in paths); --resume looks there."""
+    common = ["--task", "gym:Pendulum-v1", "--num_envs", "2", "--logdir", str(tmp_path), "--agent.logger="]
+    small = ["--agent.num_steps_per_env", "8", "--agent.algorithm.num_mini_batches", "2"]
+    assert train.main([*common, *small, "--max_iterations", "1"]).iteration == 1
+    resumed = train.main([*common, "--resume", "--max_iterations", "2"])
+    assert resumed.iteration == 2 and resumed.log_dir.parent == tmp_path / "gym_Pendulum-v1"
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--agent.save_interval", "0"], "--agent.save_interval: must be >= 1, got 0"),
+        (["--agent.num_steps_per_env", "0"], "--agent.num_steps_per_env"),
+        (["--max_iterations", "-1"], "--agent.max_iterations: must be >= 0, got -1"),
+        (["--agent.algorithm.gamma", "nan"], "--agent.algorithm.gamma"),
+    ],
+)
+def test_bad_config_values_are_refused_before_training(tmp_path, capsys, args, field):
+    with pytest.raises(SystemExit) as exit_info:
+        train.main(["--task", "pendulum", "--num_envs", "4", "--logdir", str(tmp_path), *args])
+    assert exit_info.value.code == 2
+    assert field in capsys.readouterr().err
+    assert not any(tmp_path.rglob("model_*.pt"))
+
+
+def test_more_mini_batches_than_samples_is_refused_when_training_starts(tmp_path):
+    """Refused at learn(), not at construction: evaluating a policy with fewer envs (export: one) stays possible."""
+    args = ["--task", "pendulum", "--num_envs", "4", "--logdir", str(tmp_path), "--agent.num_steps_per_env", "8"]
+    with pytest.raises(ValueError, match="num_mini_batches 64 exceeds the 32 samples per rollout"):
+        train.main([*args, "--agent.algorithm.num_mini_batches", "64"])
+    assert not any(tmp_path.rglob("model_*.pt"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(tmp_path, monkeypatch, capsys, signum):
+    """The signal arrives during iteration 2 (of 50): that iteration finishes, is saved, and learn() returns."""
+    from rslkit.runners.on_policy_runner import OnPolicyRunner
+
+    step = OnPolicyRunner._iteration
+
+    def iteration_then_signal(self):
+        if self.iteration == 2:
+            os.kill(os.getpid(), signum)
+        return step(self)
+
+    monkeypatch.setattr(OnPolicyRunner, "_iteration", iteration_then_signal)
+    common = ["--task", "pendulum", "--num_envs", "8", "--logdir", str(tmp_path), "--agent.logger="]
+    runner = train.main([*common, "--max_iterations", "50"])
+    assert runner.interrupted and runner.iteration == 3
+    saved = sorted(p.name for p in tmp_path.rglob("model_*.pt"))
+    assert saved == ["model_3.pt"]
+    out = capsys.readouterr().out
+    assert "stopping after iteration" in out and "--resume" in out
+    assert signal.getsignal(signum) is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.undo()
+    resumed = train.main([*common, "--resume", "--max_iterations", "4"])
+    assert resumed.iteration == 4 and not resumed.interrupted

@@ -152,6 +152,42 @@ def test_missing_feature(dataset):
         read_lerobot_dataset(root)
 
 
+def _edit_info(root, edit):
+    info = json.loads((root / "meta/info.json").read_text())
+    edit(info)
+    (root / "meta/info.json").write_text(json.dumps(info))
+
+
+@pytest.mark.parametrize(
+    "corrupt, match",
+    [
+        (lambda p: p.write_text('{"codebase_version": "v3.0", "features": {'), r"is not valid JSON \(.* line 1"),
+        (lambda p: p.write_bytes(b"\xff\xfe\x00garbage"), "is not a UTF-8 text file"),
+        (lambda p: p.write_text("[1, 2]"), "must hold a JSON object, got a list"),
+        (lambda p: _edit_info(p.parents[1], lambda i: i.pop("features")), r"lacks the keys \['features'\]"),
+        (lambda p: _edit_info(p.parents[1], lambda i: i.pop("codebase_version")), r"keys \['codebase_version'\]"),
+        (lambda p: _edit_info(p.parents[1], lambda i: i.update(features=[])), "'features' must map"),
+        (lambda p: _edit_info(p.parents[1], lambda i: i.update(fps="fast")), "'fps' must be a number"),
+        (lambda p: _edit_info(p.parents[1], lambda i: i["features"]["action"].pop("shape")), "'dtype' and 'shape'"),
+    ],
+    ids=["truncated", "binary", "not_object", "no_features", "no_version", "features_list", "fps", "no_shape"],
+)
+def test_broken_info_json_names_the_file(dataset, corrupt, match):
+    root, _ = dataset
+    path = root / "meta/info.json"
+    corrupt(path)
+    with pytest.raises(ValueError, match=match) as err:
+        read_lerobot_dataset(root)
+    assert str(path) in str(err.value) and "re-create the dataset" in str(err.value)
+
+
+def test_broken_stats_json_names_the_file(dataset):
+    root, _ = dataset
+    (root / "meta/stats.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"stats\.json' is not valid JSON.*recompute_stats"):
+        read_lerobot_dataset(root)
+
+
 def test_dims_must_match_env(dataset):
     demos = read_lerobot_dataset(dataset[0])
     check_matches_env(demos, 3, 2)

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from rslkit.algorithms.ppo import PPOCfg
-from rslkit.algorithms.sac import SACNetworkCfg
 from rslkit.envs.registry import get_task
 from rslkit.models.actor_critic import PolicyCfg
 from rslkit.models.flow import FlowPolicyCfg
-from rslkit.runners.config import PPORunnerCfg
+from rslkit.models.sac_networks import SACNetworkCfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
+from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg

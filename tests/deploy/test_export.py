@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -10,7 +12,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rslkit.deploy.export import export_checkpoint, export_policy, main
+from rslkit.cli.export import main
+from rslkit.deploy.export import export_checkpoint, export_policy
 from rslkit.deploy.metadata import read_metadata
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.models.actor_critic import ActorCritic, PolicyCfg
@@ -212,3 +215,28 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 def test_unsupported_module_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="Cannot export a Linear"):
         export_policy(torch.nn.Linear(3, 1), tmp_path / "p.onnx", "ppo")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--checkpoint", "missing.pt", "--out", "p.onnx"], "does not exist"),
+        (["--checkpoint", "missing.pt", "--out", "p.onnx", "--flow_steps", "0"], "--flow_steps must be >= 1"),
+        (["--checkpoint", "missing.pt", "--out", "p.txt"], "must name an .onnx file"),
+        (["--checkpoint", "missing.pt", "--out", "p.onnx", "--opset", "13"], "--opset must be >= 17"),
+        (["--checkpoint", "not_a_checkpoint.pt", "--out", "p.onnx"], "Could not read checkpoint"),
+    ],
+)
+def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path, args, message):
+    (tmp_path / "not_a_checkpoint.pt").write_bytes(b"garbage")
+    out = subprocess.run(
+        [sys.executable, "-m", "rslkit.export", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_flow_steps_zero_is_refused_not_replaced(tmp_path, build):
+    build.flow(tmp_path / "model_0.pt")
+    with pytest.raises(ValueError, match="K must be >= 1, got 0"):
+        export_checkpoint(tmp_path / "model_0.pt", tmp_path / "p.onnx", num_flow_steps=0)

@@ -84,6 +84,27 @@ def test_recurrent_state_batch_and_reset(gru_policy):
     assert gru_policy(np.ones((2, 3), np.float32)).shape == (2, 1)
 
 
+def test_reset_with_wrong_number_of_dones_names_both_sizes(gru_policy):
+    gru_policy(np.ones((3, 3), np.float32))
+    before = {k: v.copy() for k, v in gru_policy.state.items()}
+    for dones in (np.array([True, False]), np.zeros(4, bool), np.zeros((2, 3), bool)):
+        with pytest.raises(ValueError, match=r"holds 3 sequences; pass one flag per sequence \(shape \[3\]\)"):
+            gru_policy.reset(dones)
+    assert all(np.array_equal(before[k], v) for k, v in gru_policy.state.items())  # untouched
+    gru_policy.reset(np.array([[False], [True], [False]]))  # [B, 1] flags are fine
+    h = gru_policy.state["h"]  # [L, B, H]
+    assert not h[:, 1].any() and np.array_equal(h[:, [0, 2]], before["h"][:, [0, 2]])
+
+
+@pytest.mark.parametrize("content", ["garbage", "truncated"])
+def test_corrupt_file_raises_value_error_naming_it(tmp_path, step_policy, content):
+    path = tmp_path / "broken.onnx"
+    good = (tmp_path / "p.onnx").read_bytes()
+    path.write_bytes(b"this is not an onnx model" if content == "garbage" else good[: len(good) // 2])
+    with pytest.raises(ValueError, match=r"broken\.onnx' is not a loadable ONNX model.*re-export"):
+        OnnxPolicy(path)
+
+
 def test_non_rslkit_model_and_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="rslkit.export"):
         OnnxPolicy(tmp_path / "missing.onnx")

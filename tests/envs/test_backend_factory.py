@@ -7,11 +7,11 @@ import sys
 import pytest
 
 from rslkit.cli import train
-from rslkit.cli.sim_flag import apply_sim
 from rslkit.envs.mujoco import ModelNotFoundError, MujocoBackend, MujocoBackendCfg, load_so101, make_backend
 from rslkit.envs.mujoco.warp_backend import WarpBackendCfg, import_warp
 from rslkit.envs.tasks.pendulum import PendulumCfg
 from rslkit.envs.tasks.so101_reach import SO101ReachCfg
+from rslkit.recipes.run import apply_sim
 
 try:
     MODEL = load_so101()

@@ -131,10 +131,11 @@ def test_bad_discrete_actions_are_named() -> None:
         env.step(torch.tensor([[0.0], [1.0], [0.5], [1.0]]))
 
 
-def test_continuous_needs_continuous_policy(tmp_path) -> None:
+def test_continuous_needs_continuous_policy(tmp_path, capsys) -> None:
     args = ["--task", "cartpole", "--logdir", str(tmp_path), "--env.action_type", "continuous"]
-    with pytest.raises(ValueError, match="Discrete action_space"):
+    with pytest.raises(SystemExit):
         train_main(args + ["--max_iterations", "1"])
+    assert "Discrete action_space" in capsys.readouterr().err
     runner = train_main(args + ["--max_iterations", "1", "--agent.policy.distribution", "gaussian"])
     assert runner.iteration == 1
 

@@ -9,6 +9,7 @@ import torch
 
 from rslkit.envs.mujoco.go2 import go2_model_dir
 from rslkit.envs.mujoco.models import ModelNotFoundError
+from rslkit.recipes import agent_cfg
 
 try:
     go2_model_dir()
@@ -156,7 +157,7 @@ def test_registered_with_agent_config() -> None:
     spec = get_task("go2-flat")
     cfg = spec.env_cfg()
     assert cfg.sim == "mujoco" and cfg.episode_length == 1000
-    agent = spec.agent_cfgs["ppo"]()
+    agent = agent_cfg("go2-flat", "ppo")
     assert agent.num_steps_per_env > 0 and agent.policy.actor_hidden_dims
 
 

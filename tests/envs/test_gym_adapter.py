@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rslkit.envs.gym_adapter import GymEnvCfg, GymVecEnv, gym_task_spec
+from rslkit.recipes import agent_cfg, recipes_of
 
 
 def test_pendulum_contract_and_action_rescaling():
@@ -73,8 +74,8 @@ def test_task_spec_builds_and_steps(env_id):
     env = spec.make_env(cfg, "cpu")
     obs, rewards, dones, _ = env.step(torch.zeros(2, env.num_actions))
     assert obs["policy"].shape[0] == 2 and torch.isfinite(rewards).all()
-    assert set(spec.agent_cfgs) == {"ppo", "sac"}
-    assert spec.agent_cfgs["sac"]().algorithm.gamma == 0.99
+    assert set(recipes_of(spec.name)) == {"ppo", "sac"}
+    assert agent_cfg(spec.name, "sac").algorithm.gamma == 0.99
     env.close()
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rslkit.envs.mujoco.models import ModelNotFoundError, so101_model_dir
+from rslkit.recipes import recipes_of
 
 try:
     so101_model_dir()
@@ -86,7 +87,7 @@ def test_shapes_ranges_and_registration():
     assert rew.shape == (4,) and dones.shape == (4,) and extras["success"].dtype == torch.bool
     assert torch.isfinite(obs["policy"]).all()
     spec = get_task("so101-lift")
-    assert spec.env_cfg().sim == "mujoco" and "ppo" in spec.agent_cfgs
+    assert spec.env_cfg().sim == "mujoco" and "ppo" in recipes_of("so101-lift")
 
 
 def test_auto_reset_time_outs_and_term_logging():

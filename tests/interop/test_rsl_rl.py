@@ -11,8 +11,8 @@ from rsl_rl.runners import OnPolicyRunner as RslRunner  # noqa: E402
 
 from rslkit.envs import make_env  # noqa: E402
 from rslkit.models.actor_critic import PolicyCfg  # noqa: E402
-from rslkit.runners.config import PPORunnerCfg  # noqa: E402
 from rslkit.runners.on_policy_runner import OnPolicyRunner  # noqa: E402
+from rslkit.runners.ppo_config import PPORunnerCfg  # noqa: E402
 
 RSL_CFG = {
     "num_steps_per_env": 8,

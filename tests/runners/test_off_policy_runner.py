@@ -11,10 +11,10 @@ from tensordict import TensorDict
 from rslkit.envs.gym_adapter import GymEnvCfg, GymVecEnv
 from rslkit.envs.registry import get_task, make_env
 from rslkit.envs.tasks.pendulum import PendulumCfg, PendulumTask
+from rslkit.recipes import agent_cfg, catalog, get_algorithm, recipes_of
+from rslkit.recipes.sac_defaults import small_task_sac_cfg as pendulum_sac_cfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
-from rslkit.runners.registry import get_runner
 from rslkit.runners.sac_config import SACRunnerCfg
-from rslkit.runners.sac_defaults import small_task_sac_cfg as pendulum_sac_cfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.seeding import seed_everything
 
@@ -47,7 +47,7 @@ def _flat_state(runner: OffPolicyRunner) -> dict[str, torch.Tensor]:
 
 
 def test_registered_as_sac():
-    assert get_runner("sac")[1] is OffPolicyRunner
+    assert get_algorithm("sac")[1] is OffPolicyRunner
 
 
 def test_time_outs_of_torch_tasks_bootstrap_from_their_final_obs():
@@ -102,6 +102,16 @@ def test_resume_with_replay_equals_uninterrupted_run(tmp_path):
     assert straight.buffer is not None and resumed.buffer is not None
     assert (straight.buffer.online.data == resumed.buffer.online.data).all()
     assert straight.iteration == resumed.iteration == 6
+
+
+def test_checkpoint_with_replay_scales_with_the_filled_rows(tmp_path):
+    cfg = _small_cfg()
+    cfg.replay.capacity = 1_000_000  # 35 MB preallocated for pendulum; 5 iterations fill 20 rows of 8 envs
+    runner = _runner(cfg)
+    runner.learn(5)
+    runner.save(tmp_path / "model_5.pt")
+    assert runner.buffer is not None and len(runner.buffer) == 160
+    assert (tmp_path / "model_5.pt").stat().st_size < 2**20 < runner.buffer.nbytes() // 10
 
 
 def test_checkpoint_without_replay_and_weights_only_load(tmp_path):
@@ -168,7 +178,7 @@ def test_asymmetric_critic_observations_are_stored_and_used():
 def test_train_and_play_cli(tmp_path, monkeypatch):
     from rslkit.cli import play, train
 
-    monkeypatch.setitem(get_task("pendulum").agent_cfgs, "sac", _small_cfg)
+    monkeypatch.setitem(catalog._REGISTERED, "pendulum", {"sac": _small_cfg})
     common = ["--task", "pendulum", "--algo", "sac", "--num_envs", "8", "--logdir", str(tmp_path)]
     runner = train.main([*common, "--max_iterations", "2", "--agent.algorithm.batch_size", "32"])
     assert runner.iteration == 2 and runner.cfg.algorithm.batch_size == 32
@@ -207,5 +217,5 @@ def test_every_continuous_task_has_a_sac_config():
         env_cfg.num_envs = 2
         if not isinstance(getattr(spec.make_env(env_cfg, "cpu"), "action_space", None), gym.spaces.Box):
             continue  # discrete actions (cartpole's default)
-        assert "sac" in spec.agent_cfgs, f"task '{name}' has continuous actions but no 'sac' config"
-        assert isinstance(spec.agent_cfgs["sac"](), SACRunnerCfg)
+        assert "sac" in recipes_of(name), f"task '{name}' has continuous actions but no 'sac' recipe"
+        assert isinstance(agent_cfg(name, "sac"), SACRunnerCfg)

@@ -9,8 +9,8 @@ from tensordict import TensorDict
 from rslkit.algorithms.ppo import PPOCfg
 from rslkit.envs import make_env
 from rslkit.models.actor_critic import PolicyCfg
-from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.on_policy_runner import OnPolicyRunner
+from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.utils.seeding import seed_everything
 
 

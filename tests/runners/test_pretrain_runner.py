@@ -8,10 +8,10 @@ from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.cli import play, train
 from rslkit.data import record_episodes, write_lerobot_dataset
 from rslkit.data.pendulum_expert import pendulum_expert
-from rslkit.envs import get_task, make_env
+from rslkit.envs import make_env
 from rslkit.models.flow import FlowPolicyCfg
+from rslkit.recipes import catalog
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
-from rslkit.runners.registry import RUNNERS
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict
@@ -132,12 +132,9 @@ def test_reinflow_errors(tmp_path):
 
 
 def test_cli_train_flow_bc_reinflow_then_play(tmp_path, demos, monkeypatch, capsys):
-    """The registry/CLI hooks (applied here with monkeypatch) make the runners work with train.py and play.py."""
-    monkeypatch.setitem(RUNNERS, "flow-bc", (FlowBCRunnerCfg, PretrainRunner))
-    monkeypatch.setitem(RUNNERS, "reinflow", (ReinFlowRunnerCfg, ReinFlowRunner))
-    spec = get_task("pendulum")
-    monkeypatch.setitem(spec.agent_cfgs, "flow-bc", lambda: _bc_cfg(max_iterations=2))
-    monkeypatch.setitem(spec.agent_cfgs, "reinflow", lambda: _rl_cfg(max_iterations=2))
+    """Recipes (registered here with monkeypatch) make the runners work with train.py and play.py."""
+    recipes = {"flow-bc": lambda: _bc_cfg(max_iterations=2), "reinflow": lambda: _rl_cfg(max_iterations=2)}
+    monkeypatch.setitem(catalog._REGISTERED, "pendulum", recipes)
     common = ["--task", "pendulum", "--num_envs", "4", "--env.episode_length", "20", "--logdir", str(tmp_path)]
     bc = train.main(common + ["--algo", "flow-bc", "--agent.dataset", demos, "--run_name", "bc"])
     bc_ckpt = next((tmp_path / "pendulum").glob("*_bc/model_2.pt"))

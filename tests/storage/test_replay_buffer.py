@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -172,6 +174,49 @@ def test_state_dict_round_trip():
     torch.manual_seed(0)
     b = other.sample(64, 2, 0.9)
     assert (a == b).all()
+
+
+def _saved_bytes(state: dict) -> int:
+    f = io.BytesIO()
+    torch.save(state, f)
+    return len(f.getvalue())
+
+
+def test_saved_state_holds_only_the_filled_rows():
+    # 40 rows of 8 envs in a 1M-transition buffer (35 MB allocated): the checkpoint part must not hold all of it.
+    buf = _buffer(num_envs=8, capacity=1_000_000)
+    for t in range(40):
+        _add(buf, t, float(t))
+    state = buf.state_dict()
+    leaves = TensorDict(state["online"]["data"], batch_size=[40, 8]).values(True, True)
+    stored = sum(v.untyped_storage().nbytes() for v in leaves)
+    assert stored == 40 * 8 * transition_bytes(buf.template)
+    assert _saved_bytes(state) < 64 * 1024 < buf.nbytes() // 100
+    other = _buffer(num_envs=8, capacity=1_000_000)
+    other.load_state_dict(state)
+    assert (other.online.ptr, other.online.size) == (40, 40)
+    assert (other.online.data[:40] == buf.online.data[:40]).all()
+
+
+def test_wrapped_buffer_round_trips_with_its_write_position():
+    buf = _buffer(num_envs=2, capacity=10)  # 5 rows
+    for t in range(13):  # wrapped twice: write row 3, oldest step 8
+        _add(buf, t, float(t))
+    buf.add_demonstrations(_demos(7))
+    other = _buffer(num_envs=2, capacity=10)
+    other.load_state_dict(buf.state_dict())
+    assert (other.online.ptr, other.online.size) == (buf.online.ptr, buf.online.size) == (3, 5)
+    assert (other.online.data == buf.online.data).all()
+    assert other.demos is not None and buf.demos is not None and (other.demos.data == buf.demos.data).all()
+    for b in (buf, other):  # the next writes overwrite the same oldest rows
+        _add(b, 13, 13.0)
+        _add(b, 14, 14.0)
+    assert (other.online.data == buf.online.data).all()
+    assert set(_by_start(other.sample(300, 1, 0.9))) >= {10, 11, 12, 13, 14, 1000}
+    torch.manual_seed(1)
+    a = buf.sample(64, 3, 0.9)
+    torch.manual_seed(1)
+    assert (a == other.sample(64, 3, 0.9)).all()
 
 
 def test_transition_bytes_go2_sized():

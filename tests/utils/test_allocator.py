@@ -13,13 +13,15 @@ pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="mallopt tuning is glibc-only"
 )
 
-# Two PPO iterations on pendulum; print the minor page faults of the second one.
+# Two PPO iterations on pendulum; print the minor page faults of the second one. The arena is set first, as
+# train.py does (learn() sets it too, for scripts; by then torch's OpenMP threads may own arenas of their own).
 _PROBE = """
 import contextlib, io, resource, torch
-from rslkit.envs import make_env
-from rslkit.runners.config import PPORunnerCfg
-from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.utils.allocator import share_one_malloc_arena, tune_cpu_allocator
+share_one_malloc_arena()
+from rslkit.envs import make_env
+from rslkit.runners.ppo_config import PPORunnerCfg
+from rslkit.runners.on_policy_runner import OnPolicyRunner
 torch.set_num_threads(2)
 runner = OnPolicyRunner(make_env("pendulum", num_envs=512, seed=0), PPORunnerCfg(max_iterations=2), log_dir=None)
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

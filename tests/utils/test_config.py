@@ -2,7 +2,7 @@
 
 import pytest
 
-from rslkit.runners.config import PPORunnerCfg
+from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.utils.config import apply_overrides, from_dict, to_dict
 
 

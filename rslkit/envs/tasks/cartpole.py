@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.torch_task import TaskCfg, TorchTask
-from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -130,44 +130,25 @@ class CartpoleTask(TorchTask):
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"alive": torch.ones(self.num_envs, device=self.device)}
 
+    @property
+    def step_dt(self) -> float:
+        """Simulated seconds per ``step`` (Gymnasium's ``tau``)."""
+        return self.cfg.tau
+
     def _terminated(self) -> torch.Tensor:
         x, theta = self.state[:, 0], self.state[:, 2]
         return (x.abs() > self.cfg.x_threshold) | (theta.abs() > self.cfg.theta_threshold)
-
-
-def cartpole_ppo_cfg():
-    """PPO settings (categorical policy): return >= 450 after 33-43 iterations (seeds 0-2), 500 from ~50 (~30 s).
-
-    Long rollouts (64 steps) and 8 epochs on 256 envs (see ``cartpole`` env config) learn the slow cart drift,
-    the usual cause of failures after ~200 steps, sooner than wider, shorter batches.
-    """
-    from rslkit.algorithms.ppo import PPOCfg
-    from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
-
-    return PPORunnerCfg(
-        algorithm=PPOCfg(
-            gamma=0.99, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, num_learning_epochs=8, num_mini_batches=4
-        ),
-        policy=PolicyCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64), distribution="categorical"),
-        num_steps_per_env=64,
-        max_iterations=100,
-        save_interval=50,
-    )
 
 
 def _make(cfg: CartpoleCfg, device: str) -> CartpoleTask:
     return CartpoleTask(cfg, device)
 
 
-from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
-
 register_task(
     TaskSpec(
         name="cartpole",
         env_cfg=lambda: CartpoleCfg(num_envs=256),
         make_env=_make,
-        agent_cfgs={"ppo": cartpole_ppo_cfg, "sac": small_task_sac_cfg},
         description="Gymnasium CartPole-v1 balance, batched in torch (discrete; --env.action_type continuous)",
     )
 )

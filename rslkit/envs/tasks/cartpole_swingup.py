@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.tasks.cartpole import cartpole_derivatives
 from rslkit.envs.torch_task import TaskCfg, TorchTask
-from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -149,44 +149,24 @@ class CartpoleSwingupTask(TorchTask):
             "wall": -c.wall_weight * at_wall,
         }
 
+    @property
+    def step_dt(self) -> float:
+        """Simulated seconds per ``step``: ``sim_dt * decimation``."""
+        return self.cfg.sim_dt * self.cfg.decimation
+
     def _terminated(self) -> torch.Tensor:
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-
-
-def cartpole_swingup_ppo_cfg():
-    """PPO settings for the swing-up (Gaussian policy): swinging (return ~110) after 30 iterations, up and balancing
-    (return >= 200) after 50-70, return 320-420 after the default 150 iterations (~90 s on 2 CPU cores).
-
-    Episodes start at random lengths so that returns are reported every iteration, not every 500 steps.
-    """
-    from rslkit.algorithms.ppo import PPOCfg
-    from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
-
-    return PPORunnerCfg(
-        algorithm=PPOCfg(
-            gamma=0.99, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, num_learning_epochs=8, num_mini_batches=4
-        ),
-        policy=PolicyCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64), init_std=1.0),
-        num_steps_per_env=64,
-        max_iterations=150,
-        save_interval=50,
-        init_at_random_ep_len=True,
-    )
 
 
 def _make(cfg: CartpoleSwingupCfg, device: str) -> CartpoleSwingupTask:
     return CartpoleSwingupTask(cfg, device)
 
 
-from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
-
 register_task(
     TaskSpec(
         name="cartpole-swingup",
         env_cfg=lambda: CartpoleSwingupCfg(num_envs=256),
         make_env=_make,
-        agent_cfgs={"ppo": cartpole_swingup_ppo_cfg, "sac": small_task_sac_cfg},
         description="Cart-pole swing-up from hanging down, dm_control-style smooth reward",
     )
 )

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.tasks import go2_rewards as rw
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
@@ -144,6 +145,8 @@ class Go2FlatTask(TorchTask):
         self.air_time = torch.zeros(n, 4, device=dev)
         self.last_contacts = torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self._prev_joint_vel = torch.zeros(n, NUM_JOINTS, device=dev)
+        self.sensors = torch.zeros(n, self.model.nsensordata, device=dev)
+        """Sensor readings ``[N, nsensordata]`` (float32) after the last step or reset."""
         self._randomize_model = self._model_randomizer()
         self._reset_all()
 
@@ -157,20 +160,31 @@ class Go2FlatTask(TorchTask):
             "last_contacts": self.last_contacts,
             "friction": self.friction,
             "added_mass": self.added_mass,
+            "sensors": self.sensors,
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a state saved by :meth:`state_dict` (physics, commands, randomized friction and mass)."""
+        """Restore a state saved by :meth:`state_dict` (physics, commands, randomized friction and mass, sensors).
+
+        The contact and torque sensors are acceleration-stage values of the last physics substep, which
+        ``backend.forward()`` does not recompute, so they come from the saved state rather than the backend.
+        """
         super().load_state_dict(state)
         self._randomize_model(self._all_envs, self.friction, self.added_mass)
         self.backend.forward()
-        self._refresh()
+        self._refresh(read_sensors=False)
 
-    def _refresh(self) -> None:
-        """Read the physics state into float32 task tensors (base frame quantities, contacts, torques)."""
+    def _refresh(self, read_sensors: bool = True) -> None:
+        """Read the physics state into float32 task tensors (base frame quantities, contacts, torques).
+
+        Args:
+            read_sensors: take :attr:`sensors` ``[N, nsensordata]`` from the backend (False: keep the current ones).
+        """
         qpos = self.backend.qpos.to(self.device, torch.float32)
         qvel = self.backend.qvel.to(self.device, torch.float32)
-        sensors = self.backend.sensordata().to(self.device, torch.float32)
+        if read_sensors:
+            self.sensors = self.backend.sensordata().to(self.device, torch.float32)
+        sensors = self.sensors
         quat = qpos[:, 3:7]
         self.base_height = qpos[:, 2]
         self.lin_vel = rw.quat_rotate_inverse(quat, qvel[:, :3])
@@ -378,35 +392,15 @@ class Go2FlatTask(TorchTask):
         return obs, rewards, dones, extras
 
 
-def go2_flat_ppo_cfg():
-    """PPO settings for ``go2-flat`` on a few CPU cores (see docs/go2.md for the 60-minute recipe and its curve)."""
-    from rslkit.algorithms.ppo import PPOCfg
-    from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
-
-    return PPORunnerCfg(
-        algorithm=PPOCfg(gamma=0.99, lam=0.95, entropy_coef=0.01, learning_rate=1e-3, num_mini_batches=4),
-        policy=PolicyCfg(actor_hidden_dims=(128, 128, 128), critic_hidden_dims=(128, 128, 128), init_std=1.0),
-        num_steps_per_env=24,
-        max_iterations=1000,
-        save_interval=20,
-        init_at_random_ep_len=True,
-    )
-
-
 def _make(cfg: Go2FlatCfg, device: str) -> Go2FlatTask:
     return Go2FlatTask(cfg, device)
 
-
-from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
-from rslkit.runners.sac_defaults import robot_sac_cfg  # noqa: E402
 
 register_task(
     TaskSpec(
         name="go2-flat",
         env_cfg=Go2FlatCfg,
         make_env=_make,
-        agent_cfgs={"ppo": go2_flat_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.99)},
         description="Unitree Go2 velocity tracking on flat ground (MuJoCo; --sim mujoco|warp)",
     )
 )

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.torch_task import TaskCfg, TorchTask
-from rslkit.runners.sac_defaults import small_task_sac_cfg
 
 
 @dataclass
@@ -91,73 +91,15 @@ class PendulumTask(TorchTask):
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
 
-def pendulum_ppo_cfg():
-    """PPO settings that reach a mean return of about -170 on Pendulum in 40 iterations (~20 s on 2 CPU cores)."""
-    from rslkit.algorithms.ppo import PPOCfg
-    from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
-
-    return PPORunnerCfg(
-        algorithm=PPOCfg(gamma=0.95, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, num_mini_batches=4),
-        policy=PolicyCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64), init_std=1.0),
-        num_steps_per_env=32,
-        max_iterations=100,
-        save_interval=50,
-        # Spread the first time-outs: 200-step episodes that all end together make learning (and its stats) lurch.
-        init_at_random_ep_len=True,
-    )
-
-
-def pendulum_flow_bc_cfg():
-    """Flow behaviour cloning on pendulum demonstrations: 64-wide rectified-flow policy over 4-action chunks,
-    2000 updates of batch 1024 (~20 s on 2 CPU cores)."""
-    from rslkit.algorithms.flow_bc import FlowBCCfg
-    from rslkit.models.flow import FlowPolicyCfg
-    from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
-
-    return FlowBCRunnerCfg(
-        algorithm=FlowBCCfg(learning_rate=2e-3, batch_size=1024),
-        policy=FlowPolicyCfg(horizon=4, num_inference_steps=4, hidden_dim=64, num_blocks=2),
-        max_iterations=20,
-        updates_per_iteration=100,
-        eval_interval=5,
-        save_interval=20,
-    )
-
-
-def pendulum_reinflow_cfg():
-    """ReinFlow on pendulum (use --num_envs 64): raises a cloned policy's return by ~60-80 in 25 iterations."""
-    from rslkit.algorithms.reinflow import ReinFlowCfg
-    from rslkit.runners.reinflow_runner import ReinFlowRunnerCfg
-
-    return ReinFlowRunnerCfg(
-        algorithm=ReinFlowCfg(
-            gamma=0.95, reward_scale=0.1, critic_hidden_dims=(64, 64), actor_lr=3e-4, critic_lr=1e-3, clip_param=0.02
-        ),
-        num_steps_per_env=25,
-        max_iterations=40,
-        eval_interval=10,
-        save_interval=20,
-    )
-
-
 def _make(cfg: PendulumCfg, device: str) -> PendulumTask:
     return PendulumTask(cfg, device)
 
-
-from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
 
 register_task(
     TaskSpec(
         name="pendulum",
         env_cfg=lambda: PendulumCfg(num_envs=1024),
         make_env=_make,
-        agent_cfgs={
-            "ppo": pendulum_ppo_cfg,
-            "sac": small_task_sac_cfg,
-            "flow-bc": pendulum_flow_bc_cfg,
-            "reinflow": pendulum_reinflow_cfg,
-        },
         description="Gymnasium Pendulum-v1 swing-up, batched in torch",
     )
 )

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
 if TYPE_CHECKING:
@@ -307,35 +308,15 @@ class SO101LiftTask(TorchTask):
         self.backend.close()
 
 
-def so101_lift_ppo_cfg():
-    """PPO settings for ``so101-lift`` (see docs/benchmarks.md for what they reach on a 2-core CPU)."""
-    from rslkit.algorithms.ppo import PPOCfg
-    from rslkit.models.actor_critic import PolicyCfg
-    from rslkit.runners.config import PPORunnerCfg
-
-    return PPORunnerCfg(
-        algorithm=PPOCfg(gamma=0.98, lam=0.95, entropy_coef=0.002, learning_rate=5e-4, num_mini_batches=4),
-        policy=PolicyCfg(actor_hidden_dims=(256, 128), critic_hidden_dims=(256, 128), init_std=0.5),
-        num_steps_per_env=24,
-        max_iterations=500,
-        save_interval=50,
-        init_at_random_ep_len=True,
-    )
-
-
 def _make(cfg: SO101LiftCfg, device: str) -> SO101LiftTask:
     return SO101LiftTask(cfg, device)
 
-
-from rslkit.envs.registry import TaskSpec, register_task  # noqa: E402
-from rslkit.runners.sac_defaults import robot_sac_cfg  # noqa: E402
 
 register_task(
     TaskSpec(
         name="so101-lift",
         env_cfg=lambda: SO101LiftCfg(num_envs=512),
         make_env=_make,
-        agent_cfgs={"ppo": so101_lift_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.97)},
         description="SO-101 arm grasping and lifting a cube (MuJoCo, batched on CPU threads)",
     )
 )

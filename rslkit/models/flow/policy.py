@@ -12,6 +12,7 @@ from rslkit.data.demonstrations import ACTION_KEY, OBS_KEY
 from rslkit.data.normalizer import MinMaxNormalizer
 from rslkit.models.flow.sampler import euler_sample
 from rslkit.models.flow.velocity_net import VelocityNet
+from rslkit.utils.validation import expect
 
 
 @dataclass
@@ -39,6 +40,41 @@ class FlowPolicyCfg:
     future_state_source: Literal["observation", "action"] = "observation"
     """Training target of the future state at offset ``delta > 0``: the measured ``s_{t+delta}`` or the last
     commanded absolute target ``a_{t+delta-1}`` (what deployment rolls forward to; use it when servos lag)."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for an architecture that cannot be built."""
+        for name in ("horizon", "num_inference_steps", "hidden_dim"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
+        blocks = self.num_blocks
+        expect(isinstance(blocks, int) and blocks >= 0, "num_blocks", f"must be an integer >= 0, got {blocks}")
+        emb = self.time_embed_dim
+        expect(
+            isinstance(emb, int) and emb >= 2 and emb % 2 == 0, "time_embed_dim", f"must be even and >= 2, got {emb}"
+        )
+        objective = self.objective
+        expect(
+            objective in ("rectified_flow", "shortcut"),
+            "objective",
+            f"must be 'rectified_flow' or 'shortcut', got {objective!r}",
+        )
+        expect(bool(self.obs_group), "obs_group", "must name an observation group (e.g. policy)")
+        offset, bounds = self.max_future_offset, tuple(self.future_state_slice)
+        expect(isinstance(offset, int) and offset >= 0, "max_future_offset", f"must be >= 0 (0: off), got {offset}")
+        if offset == 0:
+            expect(not bounds, "future_state_slice", f"is {bounds} but max_future_offset is 0; set both or neither")
+        else:
+            expect(
+                len(bounds) == 2 and all(isinstance(b, int) for b in bounds) and 0 <= bounds[0] < bounds[1],
+                "future_state_slice",
+                f"must be (start, stop) with 0 <= start < stop when max_future_offset > 0, got {bounds}",
+            )
+        source = self.future_state_source
+        expect(
+            source in ("observation", "action"),
+            "future_state_source",
+            f"must be 'observation' or 'action', got {source!r}",
+        )
 
 
 class FlowPolicy(nn.Module):

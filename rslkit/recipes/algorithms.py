@@ -1,17 +1,17 @@
-"""Algorithm name -> (agent config class, runner class), so the CLI stays one runner family."""
+"""Algorithm name -> (agent config class, runner class): the algorithms every entry point can train."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rslkit.runners.config import PPORunnerCfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
+from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg
 
-RUNNERS: dict[str, tuple[type, Any]] = {
+ALGORITHMS: dict[str, tuple[type, Any]] = {
     "ppo": (PPORunnerCfg, OnPolicyRunner),
     "sac": (SACRunnerCfg, OffPolicyRunner),
     "flow-bc": (FlowBCRunnerCfg, PretrainRunner),
@@ -21,12 +21,12 @@ RUNNERS: dict[str, tuple[type, Any]] = {
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``."""
 
 
-def get_runner(algo: str) -> tuple[type, Any]:
+def get_algorithm(algo: str) -> tuple[type, Any]:
     """Config class and runner class of an algorithm.
 
     Raises:
         ValueError: for an unknown algorithm name.
     """
-    if algo not in RUNNERS:
-        raise ValueError(f"Unknown algorithm '{algo}'; available: {sorted(RUNNERS)}.")
-    return RUNNERS[algo]
+    if algo not in ALGORITHMS:
+        raise ValueError(f"Unknown algorithm '{algo}'; available: {sorted(ALGORITHMS)}.")
+    return ALGORITHMS[algo]

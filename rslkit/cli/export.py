@@ -1,0 +1,34 @@
+"""``python -m rslkit.export --checkpoint C --out policy.onnx``: a checkpoint's policy to ONNX (deploy.export)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rslkit.deploy.export import DEFAULT_OPSET, export_checkpoint
+from rslkit.deploy.metadata import PolicyMetadata
+
+
+def main(argv: list[str] | None = None) -> PolicyMetadata:
+    """Command line: ``python -m rslkit.export --checkpoint model_300.pt --out policy.onnx``."""
+    parser = argparse.ArgumentParser(description="Export a trained rslkit policy to ONNX (normalizers inside).")
+    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py, or its run directory")
+    parser.add_argument("--out", required=True, help="output .onnx file")
+    parser.add_argument("--task", default=None, help="task name, when the checkpoint does not record it")
+    parser.add_argument("--flow_steps", type=int, default=None, help="Euler steps K to unroll (flow policies)")
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    args = parser.parse_args(argv)
+    if args.flow_steps is not None and args.flow_steps < 1:
+        parser.error(f"--flow_steps must be >= 1, got {args.flow_steps}")
+    if args.opset < 17:
+        parser.error(f"--opset must be >= 17 (LayerNormalization), got {args.opset}")
+    if not args.out.lower().endswith(".onnx"):
+        parser.error(f"--out must name an .onnx file, got '{args.out}'")
+    meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset)
+    shapes = ", ".join(f"{g}{s}" for g, s in meta.obs_groups.items())
+    extra = f" | chunk {meta.chunk_length} x K={meta.num_flow_steps}" if meta.kind == "chunk" else ""
+    if meta.max_future_offset > 0:
+        extra += f" | future_state {meta.future_state_slice} (offsets <= {meta.max_future_offset})"
+    rate = f" | {meta.control_rate_hz:g} Hz" if meta.control_rate_hz else ""
+    print(f"Exported {meta.algorithm} {meta.kind} policy ({shapes} -> {meta.action_dim} actions{extra}{rate})")
+    print(f"  to {args.out}")
+    return meta

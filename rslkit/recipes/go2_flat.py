@@ -1,0 +1,27 @@
+"""Agent configs of ``go2-flat``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rslkit.algorithms.ppo import PPOCfg
+from rslkit.models.actor_critic import PolicyCfg
+from rslkit.recipes.sac_defaults import robot_sac_cfg
+from rslkit.runners.ppo_config import PPORunnerCfg
+
+
+def go2_flat_ppo_cfg() -> PPORunnerCfg:
+    """PPO settings for ``go2-flat`` on a few CPU cores (see docs/go2.md for the 60-minute recipe and its curve)."""
+    return PPORunnerCfg(
+        algorithm=PPOCfg(gamma=0.99, lam=0.95, entropy_coef=0.01, learning_rate=1e-3, num_mini_batches=4),
+        policy=PolicyCfg(actor_hidden_dims=(128, 128, 128), critic_hidden_dims=(128, 128, 128), init_std=1.0),
+        num_steps_per_env=24,
+        max_iterations=1000,
+        save_interval=20,
+        init_at_random_ep_len=True,
+    )
+
+
+RECIPES: dict[str, Callable[[], Any]] = {"ppo": go2_flat_ppo_cfg, "sac": lambda: robot_sac_cfg(gamma=0.99)}
+"""Algorithm name -> default agent config of ``go2-flat``."""

@@ -1,0 +1,98 @@
+"""Every registered (task, algorithm) recipe runs end to end: train 2 iterations, save, rebuild the run from the
+checkpoint with ``load_run``, play it, and export its policy to ONNX (every policy kind exports).
+
+Sizes are shrunk with the same command-line overrides a user would type; the recipes' own settings are checked
+for validity in tests/utils. flow-bc pairs learn from demonstrations recorded from the task's PPO checkpoint, and
+ReinFlow fine-tunes the task's flow-bc checkpoint, as the README's pipeline does.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from rslkit.cli.play import evaluate
+from rslkit.recipes import build_run, load_run, recipe_pairs
+from rslkit.utils.checkpoint import latest_checkpoint
+
+EPISODE = {"go2-flat": 40, "so101-reach": 60, "so101-lift": 30}
+"""Short episodes so that play finishes quickly (default 30 steps; so101-reach's flow chunks are 50 long)."""
+SMALL = {
+    "ppo": ["--agent.num_steps_per_env", "8", "--agent.algorithm.num_mini_batches", "2",
+            "--agent.policy.actor_hidden_dims", "16,16",
+            "--agent.policy.critic_hidden_dims", "16,16"],
+    "sac": ["--agent.num_steps_per_env", "2", "--agent.random_steps", "1", "--agent.learning_starts", "1",
+            "--agent.algorithm.batch_size", "32", "--agent.replay.capacity", "256",
+            "--agent.policy.actor_hidden_dims", "16,16", "--agent.policy.critic_hidden_dims", "16,16"],
+    "flow-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16",
+                "--agent.policy.hidden_dim", "16", "--agent.policy.num_blocks", "1"],
+    "reinflow": ["--agent.num_steps_per_env", "4"],
+}  # fmt: skip
+
+
+def _small(task: str, algo: str) -> list[str]:
+    return [*SMALL[algo], "--agent.save_interval", "1", "--agent.logger=", "--env.episode_length",
+            str(EPISODE.get(task, 30))]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """Checkpoints already trained in this module, by (task, algo): later pairs build on earlier ones."""
+    return {}
+
+
+def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) -> Path:
+    fields: dict[str, str] = {}
+    if algo == "flow-bc":
+        fields["dataset"] = str(_demonstrations(task, root, runs))
+    if algo == "reinflow":
+        fields["pretrained"] = str(runs.get((task, "flow-bc")) or _train(task, "flow-bc", root, runs))
+    log_dir = root / f"{task}-{algo}"
+    _, runner = build_run(
+        task, algo, _small(task, algo), num_envs=2, max_iterations=2, agent_fields=fields, log_dir=log_dir
+    )
+    runner.learn()
+    assert runner.iteration == 2
+    runs[(task, algo)] = latest_checkpoint(log_dir)
+    return runs[(task, algo)]
+
+
+def _demonstrations(task: str, root: Path, runs: dict[tuple[str, str], Path]) -> Path:
+    from rslkit import record
+
+    expert = runs.get((task, "ppo")) or _train(task, "ppo", root, runs)
+    out = root / f"{task}-demos"
+    record.main(["--checkpoint", str(expert), "--episodes", "2", "--num_envs", "2", "--out", str(out),
+                 "--env.episode_length", str(EPISODE.get(task, 30))])  # fmt: skip
+    return out
+
+
+PAIRS = [*recipe_pairs(), ("gym:Pendulum-v1", "ppo"), ("gym:Pendulum-v1", "sac")]
+CONTROL_RATE_HZ = {"so101-reach": 50.0, "so101-lift": 50.0, "go2-flat": 50.0, "pendulum": 20.0, "cartpole": 50.0}
+"""What the exported metadata must say (docs/deployment.md)."""
+
+
+@pytest.mark.parametrize(("task", "algo"), PAIRS, ids=[f"{t}-{a}" for t, a in PAIRS])
+def test_recipe_trains_reloads_plays_and_exports(
+    task: str, algo: str, tmp_path_factory: pytest.TempPathFactory, runs: dict[tuple[str, str], Path]
+) -> None:
+    root = tmp_path_factory.getbasetemp() / "recipes"
+    ckpt = runs.get((task, algo)) or _train(task, algo, root, runs)
+
+    env, runner, saved = load_run(ckpt, num_envs=2, overrides=["--env.episode_length", str(EPISODE.get(task, 30))])
+    assert saved["task"] == task and saved["algorithm"] == algo and runner.iteration == 0  # weights only
+    stats = evaluate(runner, env, episodes=2)
+    assert stats["episodes"] == 2 and all(math.isfinite(v) for v in stats.values())
+
+    pytest.importorskip("onnxruntime")
+    from rslkit.deploy.export import export_checkpoint
+    from rslkit.deploy.onnx_policy import OnnxPolicy
+
+    meta = export_checkpoint(ckpt, root / f"{task}-{algo}.onnx")
+    assert meta.task == task and meta.algorithm == algo and meta.action_dim == env.num_actions
+    assert meta.control_rate_hz is not None and meta.control_rate_hz > 0
+    if task in CONTROL_RATE_HZ:
+        assert meta.control_rate_hz == pytest.approx(CONTROL_RATE_HZ[task])
+    OnnxPolicy(root / f"{task}-{algo}.onnx")  # loads and validates the exported graph

@@ -1,0 +1,112 @@
+"""The layers of rslkit import only downwards (docs/architecture.md): a static check of every import, and what
+importing a low layer actually loads in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rslkit"
+LAYERS = [
+    "utils",
+    "envs",
+    "data",
+    "models",
+    "storage",
+    "algorithms",
+    "rewards",
+    "runners",
+    "recipes",
+    "realworld",
+    "deploy",
+    "cli",
+]
+"""Lowest first; a module may import its own layer and the layers before it."""
+TOP_LEVEL_ENTRY_POINTS = {"export", "record", "plot"}
+"""``python -m rslkit.<name>`` shims: command-line level."""
+
+
+def layer_of(module: str) -> int | None:
+    """Layer index of ``rslkit.<part>...`` (None for the package root and non-rslkit modules)."""
+    parts = module.split(".")
+    if parts[0] != "rslkit" or len(parts) < 2 or parts[1] == "__init__":
+        return None
+    if parts[1] in TOP_LEVEL_ENTRY_POINTS:
+        return LAYERS.index("cli")
+    if parts[1] not in LAYERS:
+        raise AssertionError(f"rslkit.{parts[1]} is in no layer; add it to LAYERS and docs/architecture.md.")
+    return LAYERS.index(parts[1])
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import in ``path``, at any depth (function-level imports count too)."""
+    module = "rslkit." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = module.split(".")[: -node.level]
+                out.append((node.lineno, ".".join(base + ([node.module] if node.module else []))))
+            elif node.module:
+                out.append((node.lineno, node.module))
+    return out
+
+
+def test_every_import_points_down_the_layers() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = layer_of("rslkit." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+        if own is None:
+            continue
+        for line, target in imports_of(path):
+            theirs = layer_of(target)
+            if theirs is not None and theirs > own:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} ({LAYERS[own]}) imports {target}")
+    assert not upward, "imports against the layer order:\n" + "\n".join(upward)
+
+
+def test_static_check_sees_function_level_imports(tmp_path: Path) -> None:
+    source = "def f():\n    from rslkit.runners.base import BaseRunner\n    import rslkit.recipes\n"
+    path = PACKAGE / "envs" / "_probe_for_test.py"
+    try:
+        path.write_text(source)
+        assert [m for _, m in imports_of(path)] == ["rslkit.runners.base", "rslkit.recipes"]
+        assert layer_of("rslkit.runners.base") > layer_of("rslkit.envs._probe_for_test")  # type: ignore[operator]
+    finally:
+        path.unlink()
+
+
+def _loaded_after(statement: str) -> tuple[list[str], dict]:
+    code = (
+        f"import json, sys\n{statement}\n"
+        "from rslkit.utils import allocator\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('rslkit.')), allocator._state]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    modules, state = json.loads(out.stdout.strip().splitlines()[-1])
+    return modules, state
+
+
+@pytest.mark.parametrize(
+    ("statement", "highest"),
+    [
+        ("import rslkit.envs", "envs"),
+        ("import rslkit.envs.tasks", "envs"),
+        ("import rslkit.envs.tasks.pendulum", "envs"),
+        ("import rslkit.models", "models"),
+        ("import rslkit.runners", "runners"),
+        ("import rslkit.recipes", "recipes"),
+    ],
+)
+def test_importing_a_layer_loads_nothing_above_it(statement: str, highest: str) -> None:
+    modules, allocator_state = _loaded_after(statement)
+    above = [m for m in modules if (layer_of(m) or 0) > LAYERS.index(highest)]
+    assert not above, f"`{statement}` loads layers above {highest}: {above}"
+    assert allocator_state == {"applied": None, "arena": None}, "malloc settings changed at import"
