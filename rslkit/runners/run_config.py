@@ -1,4 +1,5 @@
-"""The fields every runner's config shares; each runner's config extends :class:`RunCfg`."""
+"""The fields every runner's config shares (:class:`RunCfg`), and those of the runners that step envs for their
+data (:class:`EnvRunCfg`: PPO, SAC)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,24 @@ class RunCfg:
         expect(self.save_interval >= 1, "save_interval", f"must be >= 1, got {self.save_interval}")
         unknown = [b for b in self.logger if b not in LOGGERS]
         expect(not unknown, "logger", f"has unknown backends {unknown}; use any of {', '.join(LOGGERS)}")
+
+
+@dataclass
+class EnvRunCfg(RunCfg):
+    """A run that collects its data by stepping envs (on- and off-policy RL). CLI: ``--agent.<field>``."""
+
+    num_steps_per_env: int = 24
+    """Env steps per env and iteration (PPO: the rollout length)."""
+    check_for_nan: bool = True
+    """Raise when observations or rewards are non-finite (names the env indices)."""
+    init_at_random_ep_len: bool = False
+    """Spread initial episode lengths so time-outs do not all happen at once."""
+    episode_stats_window: int = 100
+    """Finished episodes averaged for the return / length / success figures."""
+
+    def check(self) -> None:
+        """:meth:`RunCfg.check`, and rollout sizes of at least one."""
+        super().check()
+        for name in ("num_steps_per_env", "episode_stats_window"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")

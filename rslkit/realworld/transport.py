@@ -1,0 +1,147 @@
+"""The gRPC contract between actor and learner: one bidirectional stream of raw wire messages, shared by both sides.
+
+There is no protobuf: the service is registered with grpc's generic handlers and every gRPC message is the bytes of
+one :mod:`rslkit.realworld.wire` frame, untouched (``request_deserializer=None``), so the only format on the wire is
+the one :func:`rslkit.realworld.wire.decode` validates::
+
+    /rslkit.realworld.Learner/Stream   actor -> learner: transitions, heartbeat
+                                        learner -> actor: ack, weights
+
+Call metadata: ``rslkit-actor-id`` (the actor's id, the sender of every message it sends) and, when the learner has a
+token, ``authorization: Bearer <token>``. Only grpc and the standard library are imported (the robot side has no
+torch).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+SERVICE = "rslkit.realworld.Learner"
+METHOD = "Stream"
+FULL_METHOD = f"/{SERVICE}/{METHOD}"
+ACTOR_ID_KEY = "rslkit-actor-id"
+AUTH_KEY = "authorization"
+REASON_KEY = "rslkit-reason"
+"""Trailing metadata key of a stream the learner ended on purpose; the value ``replaced`` stops the old actor."""
+REPLACED = "replaced"
+LEARNER_ID = "learner"
+"""The sender id of the learner's messages (ack, weights)."""
+GRPC_SLACK_BYTES = 1 << 20
+"""gRPC's own receive limit is the wire limit plus this: a message a little over the wire limit reaches the decoder
+(refused with its clear WireError text, logged and counted); one far over it is refused by gRPC unread."""
+
+
+@dataclass(frozen=True)
+class ServerTLS:
+    """The learner's TLS key pair (PEM bytes); with ``client_ca`` set, actors must present a certificate it signed."""
+
+    cert_chain: bytes
+    private_key: bytes
+    client_ca: bytes | None = None
+
+    @classmethod
+    def from_files(cls, cert: str | Path, key: str | Path, client_ca: str | Path | None = None) -> ServerTLS:
+        """Read PEM files: the certificate (chain), its private key and optionally the CA of client certificates."""
+        return cls(Path(cert).read_bytes(), Path(key).read_bytes(), Path(client_ca).read_bytes() if client_ca else None)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        """``grpc.ssl_server_credentials`` for this key pair."""
+        return grpc.ssl_server_credentials(
+            [(self.private_key, self.cert_chain)],
+            root_certificates=self.client_ca,
+            require_client_auth=bool(self.client_ca),
+        )
+
+
+@dataclass(frozen=True)
+class ClientTLS:
+    """What the actor trusts (PEM bytes of the CA, or of the learner's self-signed certificate) and optionally its own
+    key pair; ``server_name`` overrides the host name checked against the certificate (e.g. when dialing an IP)."""
+
+    root_certificates: bytes
+    server_name: str | None = None
+    cert_chain: bytes | None = None
+    private_key: bytes | None = None
+
+    @classmethod
+    def from_files(cls, ca: str | Path, server_name: str | None = None) -> ClientTLS:
+        """Trust the PEM certificate(s) in ``ca``."""
+        return cls(Path(ca).read_bytes(), server_name)
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """``grpc.ssl_channel_credentials`` for these certificates."""
+        return grpc.ssl_channel_credentials(self.root_certificates, self.private_key, self.cert_chain)
+
+    def options(self) -> list[tuple[str, str]]:
+        """Channel options: the host-name override, if any."""
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``("127.0.0.1", 50051)`` from ``"127.0.0.1:50051"`` (``"[::1]:50051"`` for IPv6); ValueError otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"address must be HOST:PORT (e.g. 127.0.0.1:50051, [::1]:50051), got {address!r}.")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (localhost, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bearer(token: str) -> str:
+    """The ``authorization`` metadata value for ``token``."""
+    if not token or not token.isprintable() or token != token.strip():
+        raise ValueError("token must be a non-empty printable string without surrounding spaces.")
+    return f"Bearer {token}"
+
+
+def token_matches(metadata: Sequence[tuple[str, str | bytes]], token: str | None) -> bool:
+    """Whether the call's ``authorization`` metadata carries ``token`` (always true when the learner has none)."""
+    if token is None:
+        return True
+    given = next((v for k, v in metadata if k == AUTH_KEY), None)
+    given = given.decode(errors="replace") if isinstance(given, bytes) else given
+    return given is not None and hmac.compare_digest(given.encode(), bearer(token).encode())
+
+
+def message_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """gRPC limits on one message in each direction, from the wire limit."""
+    limit = max_message_bytes + GRPC_SLACK_BYTES
+    return [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+
+
+def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
+    """HTTP/2 pings every ``keepalive_s`` while a stream is open, so a vanished peer (cable, power) is noticed."""
+    ms = max(int(keepalive_s * 1000), 1000)
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.keepalive_permit_without_calls", 0),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.enable_retries", 0),  # the actor retries itself, from its spool
+    ]
+
+
+def server_keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
+    """The learner pings too, and accepts the actors' pings at that rate (gRPC's default would answer GOAWAY)."""
+    ms = max(int(keepalive_s * 1000), 1000)
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", ms // 2),
+        ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.so_reuseport", 0),  # a second learner on a port in use fails to bind instead of sharing it
+    ]

@@ -1,0 +1,19 @@
+"""Real-world loop tests. Those that open sockets (the gRPC transport) run only inside a private network namespace,
+where loopback is the only interface: `make test-realworld` makes one (`unshare -n`) and sets RSLKIT_NETNS_TESTS=1.
+With that variable set, a namespace that has other interfaces is an error, so traffic can never leave the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+NETNS = os.environ.get("RSLKIT_NETNS_TESTS") == "1"
+
+if NETNS:
+    interfaces = {name for _, name in socket.if_nameindex()}
+    if interfaces != {"lo"}:
+        raise RuntimeError(
+            f"RSLKIT_NETNS_TESTS=1 but this network namespace has interfaces {sorted(interfaces)}: run the "
+            "transport tests with `make test-realworld`, which runs them under `unshare -n` with only loopback."
+        )
