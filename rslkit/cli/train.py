@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> Any:
                 f"Resume with: {python_command()} train.py --task {args.task} --algo {args.algo} --resume "
                 f"--checkpoint {latest_checkpoint(run_dir)}"
             )
-        print_watch_hint(args.task, env, run_dir)
+        print_watch_hint(env, run_dir)
     return runner
 
 
@@ -108,7 +108,7 @@ def _build(
     return env, runner
 
 
-def print_watch_hint(task: str, env, run_dir: Path) -> None:
+def print_watch_hint(env: VecEnv | object, run_dir: Path) -> None:
     """After training a task that can render (``render_frame``, see rslkit.envs.mujoco.render), say how to watch it."""
     if not hasattr(env, "render_frame"):
         return

@@ -175,7 +175,12 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
                     flush=True,
                 )
 
-        previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        # A signal the process was told to ignore (SIGINT of a `nohup ... &` job) stays ignored.
+        previous = {
+            sig: signal.signal(sig, request_stop)
+            for sig in (signal.SIGINT, signal.SIGTERM)
+            if signal.getsignal(sig) is not signal.SIG_IGN
+        }
         try:
             yield
         finally:

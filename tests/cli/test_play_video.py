@@ -74,10 +74,8 @@ def test_training_a_renderable_task_ends_with_how_to_watch_it(tmp_path, capsys):
 
     for it in (5, 10):
         (tmp_path / f"model_{it}.pt").write_bytes(b"")
-    train.print_watch_hint("so101-reach", Renderable(), tmp_path)
+    train.print_watch_hint(Renderable(), tmp_path)
     out = capsys.readouterr().out
-    assert (
-        f"play.py --task so101-reach --checkpoint {tmp_path / 'model_10.pt'} --video {tmp_path / 'rollout.mp4'}" in out
-    )
-    train.print_watch_hint("pendulum", object(), tmp_path)
+    assert f"play.py --checkpoint {tmp_path / 'model_10.pt'} --video {tmp_path / 'rollout.mp4'}" in out
+    train.print_watch_hint(object(), tmp_path)
     assert capsys.readouterr().out == ""
