@@ -12,9 +12,14 @@ from rslkit.runners.ppo_config import PPORunnerCfg
 
 
 def point_reach_ppo_cfg() -> PPORunnerCfg:
-    """PPO settings that reach the goal in >90% of episodes after 30 iterations (~6 s on 2 CPU cores)."""
+    """PPO settings: success >= 0.8 after 24-36 iterations, >= 0.97 from 40 to the default 60 (14 runs: seeds 0-6
+    on AVX-512 and AVX2 kernels; the 60 take ~10 s on 2 CPU cores).
+
+    ``max_lr=3e-3`` caps the adaptive schedule, which otherwise climbs to 1e-2 while the KL stays small, until one
+    step undoes the policy (success 0.99 -> 0.40 -> 0.11 at iterations 40-48 in one of the same 14 runs).
+    """
     return PPORunnerCfg(
-        algorithm=PPOCfg(gamma=0.98, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, num_mini_batches=4),
+        algorithm=PPOCfg(gamma=0.98, lam=0.95, entropy_coef=0.0, learning_rate=1e-3, max_lr=3e-3, num_mini_batches=4),
         policy=PolicyCfg(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64), init_std=0.5),
         num_steps_per_env=25,
         max_iterations=60,

@@ -38,10 +38,15 @@ def test_resume_needs_a_run(tmp_path):
         train.main(["--task", "pendulum", "--resume", "--logdir", str(tmp_path)])
 
 
-def test_pendulum_learns_then_play_and_resume(tmp_path, capsys):
-    """PPO on pendulum reaches a mean return >= -250 (Gymnasium Pendulum-v1 scale) in well under a minute."""
+def test_pendulum_learns_then_play_and_resume(tmp_path, capsys, metric_curve):
+    """PPO on pendulum reaches a mean return >= -250 (Gymnasium Pendulum-v1 scale) in well under a minute.
+
+    Measured on seeds 0-3, each with AVX-512 and AVX2 kernels, after 40 iterations: -159 to -218 over the last 5
+    iterations (seed 1: -184, -168), -148 to -219 played (seed 1: -157, -153).
+    """
     runner = train.main(["--task", "pendulum", "--logdir", str(tmp_path), "--max_iterations", "40", "--seed", "1"])
-    assert runner.stats.summary()["Train/mean_return"] >= -250
+    returns = metric_curve(runner.log_dir)
+    assert sum(returns[-5:]) / 5 >= -250, returns
     run_dir = next((tmp_path / "pendulum").iterdir())
     ckpt = run_dir / "model_40.pt"
     stats = play.main(["--task", "pendulum", "--checkpoint", str(ckpt), "--episodes", "64"])
@@ -89,6 +94,15 @@ def test_more_mini_batches_than_samples_is_refused_when_training_starts(tmp_path
     assert not any(tmp_path.rglob("model_*.pt"))
 
 
+def test_an_ignored_sigint_stays_ignored_while_training(tmp_path):
+    original = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        train.main(["--task", "pendulum", "--num_envs", "4", "--max_iterations", "1", "--logdir", str(tmp_path)])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, original)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(tmp_path, monkeypatch, capsys, signum):
     """The signal arrives during iteration 2 (of 50): that iteration finishes, is saved, and learn() returns."""
@@ -103,13 +117,19 @@ def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(tmp_path, monkeyp
 
     monkeypatch.setattr(OnPolicyRunner, "_iteration", iteration_then_signal)
     common = ["--task", "pendulum", "--num_envs", "8", "--logdir", str(tmp_path), "--agent.logger="]
-    runner = train.main([*common, "--max_iterations", "50"])
+    original = signal.getsignal(signum)  # SIG_IGN in a background job (nohup, some CI), which training respects
+    before = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+    signal.signal(signum, before)  # as in a terminal: training takes the signal over while it runs
+    try:
+        runner = train.main([*common, "--max_iterations", "50"])
+        assert signal.getsignal(signum) is before  # restored after learn()
+    finally:
+        signal.signal(signum, original)
     assert runner.interrupted and runner.iteration == 3
     saved = sorted(p.name for p in tmp_path.rglob("model_*.pt"))
     assert saved == ["model_3.pt"]
     out = capsys.readouterr().out
     assert "stopping after iteration" in out and "--resume" in out
-    assert signal.getsignal(signum) is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     monkeypatch.undo()
     resumed = train.main([*common, "--resume", "--max_iterations", "4"])
     assert resumed.iteration == 4 and not resumed.interrupted

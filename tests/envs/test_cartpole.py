@@ -145,10 +145,14 @@ def test_registered() -> None:
     assert isinstance(env, CartpoleTask) and env.max_episode_length == 500
 
 
-def test_ppo_learns_cartpole(tmp_path) -> None:
-    """Default config, seed 0 (one torch thread, tests/conftest.py): return 500 after 50 iterations, ~20 s.
+def test_ppo_learns_cartpole(tmp_path, metric_curve) -> None:
+    """Default config, seed 0: solved (mean return over 100 episodes >= 475, Gymnasium's threshold) within 50
+    iterations, ~15 s.
 
-    Measured on seeds 0-2: return >= 450 first at iterations 43, 33, 37; at 50: 500, 500, 484.
+    Measured on seeds 0-5, each with AVX-512 and AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2
+    MKL_ENABLE_INSTRUCTIONS=AVX2``, the float path of CPUs without AVX-512): first >= 475 at iterations 23-38, >= 474
+    at every later one (with the old ``lam=0.95``, at 50: 413-500 here and 359 on an AMD EPYC).
     """
     runner = train_main(["--task", "cartpole", "--logdir", str(tmp_path), "--max_iterations", "50"])
-    assert runner.stats.summary()["Train/mean_return"] >= 400
+    returns = metric_curve(runner.log_dir)
+    assert max(returns) >= 475, [round(r) for r in returns]

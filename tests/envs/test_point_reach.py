@@ -126,7 +126,13 @@ def test_registered() -> None:
     assert isinstance(env, PointReachTask) and env.max_episode_length == 100 and env.cfg.terminate_on_success
 
 
-def test_ppo_learns_point_reach(tmp_path) -> None:
-    """Default config, seed 0: success 0.97 after 36 iterations (~7 s); seeds 0-2 all pass 0.8 at iteration 28."""
-    runner = train_main(["--task", "point-reach", "--logdir", str(tmp_path), "--max_iterations", "36"])
-    assert runner.stats.summary()["Train/success_rate"] >= 0.8
+def test_ppo_learns_point_reach(tmp_path, metric_curve) -> None:
+    """Default config, seed 0: success >= 0.9 within 44 iterations (~8 s; random actions: 0.00).
+
+    The 100-step episodes end together, so the success rate (over the last 100 episodes) moves every 4 iterations.
+    Measured on seeds 0-6, each with AVX-512 and AVX2 kernels: >= 0.9 first at iterations 28-36 (seed 0 is the
+    slowest: 0.77 at 32, 0.93 at 36), >= 0.97 from 40; a curve 8 iterations later than the slowest still passes.
+    """
+    runner = train_main(["--task", "point-reach", "--logdir", str(tmp_path), "--max_iterations", "44"])
+    success = metric_curve(runner.log_dir, "Train/success_rate")
+    assert max(success) >= 0.9, success

@@ -130,8 +130,12 @@ def test_non_finite_actions_name_envs_and_leave_state() -> None:
     assert torch.equal(env.backend.state, before)
 
 
-def test_ppo_raises_success(tmp_path) -> None:
-    """256 envs x 50 iterations (~35 s on 2 busy cores): success rose 0.00 -> 0.33 in the measured run."""
+def test_ppo_raises_success(tmp_path, metric_curve) -> None:
+    """256 envs x 50 iterations (~20 s on 2 busy cores): mean success over the last 5 iterations >= 0.15 (from 0.00).
+
+    Measured on seeds 0-2, each with AVX-512 and AVX2 kernels: 0.33-0.44 over the last 5 (the last alone swings by
+    +-0.08 from one iteration to the next).
+    """
     from rslkit.cli.train import main as train_main
 
     runner = train_main(
@@ -150,5 +154,5 @@ def test_ppo_raises_success(tmp_path) -> None:
             "0",
         ]
     )
-    summary = runner.stats.summary()
-    assert summary["Train/success_rate"] >= 0.15, summary
+    success = metric_curve(runner.log_dir, "Train/success_rate")
+    assert sum(success[-5:]) / 5 >= 0.15, success

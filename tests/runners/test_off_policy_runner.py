@@ -189,21 +189,22 @@ def test_train_and_play_cli(tmp_path, monkeypatch):
     assert stats["episodes"] == 4.0
 
 
-def test_sac_learns_pendulum_within_a_minute():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # on a shared 2-core machine two OpenMP threads thrash (10x slower updates)
-    try:
-        cfg = pendulum_sac_cfg()
-        cfg.logger = ()
-        runner = _runner(cfg, seed=0, num_envs=64)
-        start, ret = time.perf_counter(), -float("inf")
-        while time.perf_counter() - start < 60.0 and ret < -250.0:
-            ret = runner.learn(1).get("Train/mean_return", -float("inf"))
-        elapsed = time.perf_counter() - start
-    finally:
-        torch.set_num_threads(threads)
-    print(f"SAC pendulum: mean return {ret:.1f} after {elapsed:.1f} s, {runner.total_env_steps} env steps")
-    assert ret >= -250.0, f"mean return {ret:.1f} after {elapsed:.1f} s"
+def test_sac_learns_pendulum():
+    """Seed 0, 64 envs (one torch thread, tests/conftest.py): mean return >= -250 within 300 iterations, stopping at
+    the first (iteration 125, ~6 s). A budget of iterations, not seconds: a busy CI machine must not fail it.
+
+    Measured on seeds 0-4, each with AVX-512 and AVX2 kernels: first >= -250 at iteration 125-175 (the 200-step
+    episodes end together, so the return moves every 25 iterations); -135 to -143 at best by iteration 500.
+    """
+    cfg = pendulum_sac_cfg()
+    cfg.logger = ()
+    runner = _runner(cfg, seed=0, num_envs=64)
+    start, ret = time.perf_counter(), -float("inf")
+    while runner.iteration < 300 and ret < -250.0:
+        ret = runner.learn(1).get("Train/mean_return", -float("inf"))
+    elapsed = time.perf_counter() - start
+    print(f"SAC pendulum: mean return {ret:.1f} after {runner.iteration} iterations ({elapsed:.1f} s)")
+    assert ret >= -250.0, f"mean return {ret:.1f} after {runner.iteration} iterations"
 
 
 def test_every_continuous_task_has_a_sac_config():
