@@ -16,6 +16,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.storage.replay_buffer import ReplayBuffer
@@ -149,7 +150,7 @@ class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
         assert self.buffer is not None
         obs = self._obs
         collect_time = learn_time = 0.0
-        env_log: dict[str, list] = {}
+        env_log = EnvLogMeans()
         sums: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         num_updates = 0
@@ -172,8 +173,7 @@ class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
             self.buffer.add(obs, actions, rewards, true_next, dones & ~time_outs, time_outs, next_valid)
             success = extras.get("success")
             self.stats.update(rewards, dones, success.to(self.device) if success is not None else None)
-            for key, value in extras.get("log", {}).items():
-                env_log.setdefault(key, []).append(value)
+            env_log.add(extras.get("log", {}))
             obs = next_obs
             self.env_steps += 1
             t1 = time.perf_counter()
@@ -194,7 +194,7 @@ class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
         self,
         sums: dict[str, torch.Tensor],
         counts: dict[str, int],
-        env_log: dict[str, list],
+        env_log: EnvLogMeans,
         num_updates: int,
         collect_time: float,
         learn_time: float,
@@ -211,15 +211,10 @@ class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
         metrics["Policy/alpha"] = float(self.alg.alpha)
         metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
         metrics.update(self.stats.summary())
-        for key, values in env_log.items():
-            name = key.lstrip("/")
-            metrics[name if "/" in name else f"Env/{name}"] = float(sum(float(v) for v in values) / len(values))
+        metrics.update(env_log.metrics())
         steps = self.cfg.num_steps_per_env * self.env.num_envs
-        metrics["Perf/steps_per_s"] = steps / max(collect_time + learn_time, 1e-9)
-        metrics["Perf/collect_time"] = collect_time
-        metrics["Perf/learn_time"] = learn_time
+        metrics.update(perf_metrics(steps, collect_time, learn_time, self.total_env_steps))
         metrics["Perf/updates"] = float(num_updates)
-        metrics["Perf/total_env_steps"] = float(self.total_env_steps)
         metrics["Train/replay_size"] = float(len(self.buffer)) if self.buffer is not None else 0.0
         return metrics
 

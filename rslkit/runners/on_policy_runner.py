@@ -17,6 +17,7 @@ from rslkit.models.actor_critic import ActorCritic
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
 from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.config import to_dict
@@ -111,7 +112,7 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
     def _iteration(self) -> dict[str, float]:
         obs = self._obs
         t0 = time.perf_counter()
-        env_log: dict[str, list] = {}
+        env_log = EnvLogMeans()
         self.alg.begin_rollout()
         with torch.inference_mode():
             for _ in range(self.cfg.num_steps_per_env):
@@ -123,8 +124,7 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
                 self.alg.process_env_step(rewards, dones, extras)
                 success = extras.get("success")
                 self.stats.update(rewards, dones.bool(), success.to(self.device) if success is not None else None)
-                for key, value in extras.get("log", {}).items():
-                    env_log.setdefault(key, []).append(value)
+                env_log.add(extras.get("log", {}))
             self.alg.compute_returns(obs)
         t1 = time.perf_counter()
         losses = self.alg.update()
@@ -135,13 +135,8 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
         metrics["Loss/learning_rate"] = self.alg.learning_rate
         metrics["Policy/mean_std"] = float(self._mean_std())
         metrics.update(self.stats.summary())
-        for key, values in env_log.items():
-            name = key.lstrip("/")
-            metrics[name if "/" in name else f"Env/{name}"] = float(sum(float(v) for v in values) / len(values))
-        metrics["Perf/steps_per_s"] = steps / (t2 - t0)
-        metrics["Perf/collect_time"] = t1 - t0
-        metrics["Perf/learn_time"] = t2 - t1
-        metrics["Perf/total_env_steps"] = float(self.total_env_steps)
+        metrics.update(env_log.metrics())
+        metrics.update(perf_metrics(steps, t1 - t0, t2 - t1, self.total_env_steps))
         self._obs = obs
         return metrics
 

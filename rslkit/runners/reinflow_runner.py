@@ -19,6 +19,7 @@ from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
 from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
@@ -179,7 +180,7 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
     def _iteration(self) -> dict[str, float]:
         obs = self._obs
         t0 = time.perf_counter()
-        env_log: dict[str, list[float]] = {}
+        env_log = EnvLogMeans()
         with torch.inference_mode():
             for _ in range(self.cfg.num_steps_per_env):
                 chunk = self.alg.act(obs)
@@ -191,8 +192,7 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
                 step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
                 for j in range(step_rewards.shape[1]):
                     self.stats.update(step_rewards[:, j], step_dones[:, j], None)
-                for key, value in extras["log"].items():
-                    env_log.setdefault(key, []).append(value)
+                env_log.add(extras["log"])
             self.alg.compute_returns(obs)
         t1 = time.perf_counter()
         update_actor = self.iteration >= self.cfg.algorithm.critic_warmup_iterations
@@ -205,14 +205,9 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         metrics["Policy/mean_std"] = self.alg.mean_sigma(obs)
         metrics["Policy/actor_updated"] = float(update_actor)
         metrics.update(self.stats.summary())
-        for key, values in env_log.items():
-            name = key.lstrip("/")
-            metrics[name if "/" in name else f"Env/{name}"] = sum(values) / len(values)
-        metrics["Perf/steps_per_s"] = steps / (t2 - t0)
-        metrics["Perf/collect_time"] = t1 - t0
-        metrics["Perf/learn_time"] = t2 - t1
+        metrics.update(env_log.metrics())
+        metrics.update(perf_metrics(steps, t1 - t0, t2 - t1, self.total_env_steps))
         metrics["Perf/iteration_time"] = t2 - t0
-        metrics["Perf/total_env_steps"] = float(self.total_env_steps)
         self._obs = obs
         return metrics
 
