@@ -10,7 +10,7 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rslkit.models.distributions import DISTRIBUTIONS, make_distribution
-from rslkit.models.mlp import ACTIVATIONS, make_mlp
+from rslkit.models.mlp import check_actor_critic_mlps, make_mlp
 from rslkit.models.normalizer import EmpiricalNormalization
 from rslkit.models.obs_groups import resolve_obs_groups
 from rslkit.models.recurrent import Hidden, Memory, mask_hidden
@@ -42,11 +42,7 @@ class PolicyCfg:
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for an architecture that cannot be built."""
-        for name in ("actor_hidden_dims", "critic_hidden_dims"):
-            dims = tuple(getattr(self, name))
-            expect(all(isinstance(d, int) and d >= 1 for d in dims), name, f"must all be integers >= 1, got {dims}")
-        act = self.activation
-        expect(act in ACTIVATIONS, "activation", f"is unknown ({act!r}); use one of {', '.join(ACTIVATIONS)}")
+        check_actor_critic_mlps(self)
         dist = self.distribution
         expect(dist in DISTRIBUTIONS, "distribution", f"is unknown ({dist!r}); use one of {', '.join(DISTRIBUTIONS)}")
         if dist in ("gaussian", "tanh_gaussian"):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch.nn as nn
 
 from rslkit.models.activations import ELU
+from rslkit.utils.validation import expect
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "elu": ELU,
@@ -32,3 +34,13 @@ def make_mlp(input_dim: int, hidden_dims: Sequence[int], output_dim: int, activa
         layers += [nn.Linear(d_in, d_out), ACTIVATIONS[activation]()]
     layers.append(nn.Linear(dims[-1], output_dim))
     return nn.Sequential(*layers)
+
+
+def check_actor_critic_mlps(cfg: Any) -> None:
+    """Validate the ``actor_hidden_dims``, ``critic_hidden_dims`` and ``activation`` fields a network config shares
+    (PPO's ``PolicyCfg``, SAC's ``SACNetworkCfg``); raises :class:`~rslkit.utils.validation.ConfigError`."""
+    for name in ("actor_hidden_dims", "critic_hidden_dims"):
+        dims = tuple(getattr(cfg, name))
+        expect(all(isinstance(d, int) and d >= 1 for d in dims), name, f"must all be integers >= 1, got {dims}")
+    act = cfg.activation
+    expect(act in ACTIVATIONS, "activation", f"is unknown ({act!r}); use one of {', '.join(ACTIVATIONS)}")

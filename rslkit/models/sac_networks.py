@@ -14,7 +14,7 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rslkit.models.distributions import LOG_SQRT_2PI, log_one_minus_tanh_sq
-from rslkit.models.mlp import ACTIVATIONS, make_mlp
+from rslkit.models.mlp import ACTIVATIONS, check_actor_critic_mlps, make_mlp
 from rslkit.models.normalizer import EmpiricalNormalization
 from rslkit.models.obs_groups import resolve_obs_groups
 from rslkit.utils.validation import expect, finite
@@ -39,11 +39,7 @@ class SACNetworkCfg:
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for networks that cannot be built."""
-        for name in ("actor_hidden_dims", "critic_hidden_dims"):
-            dims = tuple(getattr(self, name))
-            expect(all(isinstance(d, int) and d >= 1 for d in dims), name, f"must all be integers >= 1, got {dims}")
-        act = self.activation
-        expect(act in ACTIVATIONS, "activation", f"is unknown ({act!r}); use one of {', '.join(ACTIVATIONS)}")
+        check_actor_critic_mlps(self)
         lo, hi = self.log_std_min, self.log_std_max
         expect(finite(lo), "log_std_min", f"must be finite, got {lo}")
         expect(finite(hi) and hi > lo, "log_std_max", f"must be finite and > log_std_min ({lo}), got {hi}")
