@@ -101,6 +101,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def require_tls_off_loopback(address: str, secure: bool, allow_insecure_remote: bool, what: str, fix: str) -> None:
+    """Refuse a plain-text ``address`` that is not loopback unless ``allow_insecure_remote``.
+
+    Args:
+        address: ``host:port`` to serve or connect to.
+        secure: whether TLS is configured.
+        what: the refused action, e.g. ``serve 10.0.0.2:50051``.
+        fix: how to configure TLS, e.g. ``pass tls=ServerTLS.from_files(cert, key) (and a token)``.
+
+    Raises:
+        ValueError: naming the action and the three ways out.
+    """
+    host, _ = split_address(address)
+    if not secure and not is_loopback(host) and not allow_insecure_remote:
+        raise ValueError(
+            f"refusing to {what} without TLS: actors' data and the token would cross the network in clear. {fix}, "
+            "use 127.0.0.1, or set allow_insecure_remote=True on a network you trust."
+        )
+
+
 def bearer(token: str) -> str:
     """The ``authorization`` metadata value for ``token``."""
     if not token or not token.isprintable() or token != token.strip():

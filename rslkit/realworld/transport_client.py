@@ -210,12 +210,9 @@ class ActorClient:
         allow_insecure_remote: bool = False,
         seed: int | None = None,
     ) -> None:
-        host, _ = transport.split_address(target)
-        if tls is None and not transport.is_loopback(host) and not allow_insecure_remote:
-            raise ValueError(
-                f"refusing to connect to {target} without TLS: pass tls=ClientTLS.from_files(ca), connect to "
-                "127.0.0.1, or set allow_insecure_remote=True on a network you trust."
-            )
+        transport.require_tls_off_loopback(
+            target, tls is not None, allow_insecure_remote, f"connect to {target}", "Pass tls=ClientTLS.from_files(ca)"
+        )
         if wire.check_name(actor_id, "actor_id") != spool.actor_id:
             raise ValueError(f"actor_id {actor_id!r} is not the spool's actor id {spool.actor_id!r}.")
         self.target, self.actor_id, self.spool, self.tls = target, actor_id, spool, tls

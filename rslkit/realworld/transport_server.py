@@ -110,13 +110,9 @@ class LearnerServer:
         keepalive_s: float = 10.0,
         max_streams: int = 32,
     ) -> None:
-        host, _ = transport.split_address(bind)
-        if tls is None and not transport.is_loopback(host) and not allow_insecure_remote:
-            raise ValueError(
-                f"refusing to serve {bind} without TLS: actors' data and the token would cross the network in clear. "
-                "Pass tls=ServerTLS.from_files(cert, key) (and a token), bind 127.0.0.1, or set "
-                "allow_insecure_remote=True on a network you trust."
-            )
+        transport.require_tls_off_loopback(
+            bind, tls is not None, allow_insecure_remote, f"serve {bind}", "Pass tls=ServerTLS.from_files(cert, key)"
+        )
         if token is not None:
             transport.bearer(token)  # validates it
         if idle_timeout_s <= 0 or max_streams < 1 or max_message_bytes < wire.PREFIX_BYTES:
