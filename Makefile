@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	# CPU wheel first (on disk); a GPU user keeps their own torch build (pyproject says torch>=2.4).
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==$(TORCH_VERSION)
 	# warp: MuJoCo Warp (149 MB wheel) so that tests cover the --sim warp path on CPU.
-	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render]"
+	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop]"
 	touch $@
 
 train: $(VENV)/.installed models gl
@@ -88,7 +88,7 @@ test-ros: $(VENV_ROS)/.installed
 # ---- Real-world loop (issue 14): its gRPC transport tests open sockets, so they run in a private network namespace
 # with only loopback, like the ROS tests; RSLKIT_NETNS_TESTS=1 makes them run (elsewhere they skip).
 test-realworld: $(VENV)/.installed
-	$(UNSHARE) sh -c '$(PY) tests/ros2/lo_up.py && RSLKIT_NETNS_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/realworld'
+	$(UNSHARE) sh -c '$(PY) tests/ros2/lo_up.py && RSLKIT_NETNS_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/realworld tests/deploy/test_ros2_actor_mode.py'
 
 # ---- Offscreen rendering (play.py --video, issue #3): OSMesa, a software OpenGL from Debian; skipped when present.
 .PHONY: gl

@@ -36,7 +36,7 @@ def layer_of(module: str) -> int | None:
     parts = module.split(".")
     if parts[0] != "rslkit" or len(parts) < 2 or parts[1] == "__init__":
         return None
-    if parts[1] in TOP_LEVEL_ENTRY_POINTS:
+    if parts[1] in TOP_LEVEL_ENTRY_POINTS or parts[-1] == "__main__":  # python -m entry points: command line
         return LAYERS.index("cli")
     if parts[1] not in LAYERS:
         raise AssertionError(f"rslkit.{parts[1]} is in no layer; add it to LAYERS and docs/architecture.md.")

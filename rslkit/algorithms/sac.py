@@ -2,8 +2,11 @@
 
 Built for thousands of envs in the spirit of FastTD3 / FastSAC (Seo et al. 2025): large batches, a few gradient
 updates per vectorized env step, n-step returns, observation normalization and optional asymmetric critic
-observations. Notation below: ``s`` observation, ``a`` action in ``[-1, 1]``, ``u`` pre-squash Gaussian sample,
-``a = tanh(u)``, ``Q_1, Q_2`` twin critics, ``Q̄_j`` their Polyak-averaged targets, ``α`` the temperature.
+observations. With ``E > 2`` critics and demonstrations in the replay buffer it is RLPD (Ball et al. 2023): a critic
+ensemble whose target takes the min over a random subset (REDQ, Chen et al. 2021), symmetric sampling of online and
+offline data; :meth:`SAC.bc_update` gives the behaviour-cloning warm start of HIL-SERL (Luo et al. 2024).
+Notation below: ``s`` observation, ``a`` action in ``[-1, 1]``, ``u`` pre-squash Gaussian sample, ``a = tanh(u)``,
+``Q_1 .. Q_E`` critics (``E = 2``: SAC's twin critics), ``Q̄_j`` their Polyak-averaged targets, ``α`` the temperature.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from tensordict import TensorDict
 
 from rslkit.models.sac_networks import SACModel, SACNetworkCfg, squashed_gaussian_log_prob
 from rslkit.utils.validation import expect, finite
+
+BC_ACTION_LIMIT = 1.0 - 1e-6
+"""Demonstration actions are clipped to ``±BC_ACTION_LIMIT`` before ``atanh`` (``±1`` has no pre-image)."""
 
 __all__ = ["SAC", "SACCfg", "SACModel", "SACNetworkCfg", "polyak_update", "squashed_gaussian_log_prob"]
 
@@ -45,11 +51,16 @@ class SACCfg:
     """Critic updates per actor (and temperature) update."""
     max_grad_norm: float = 0.0
     """Clip gradient norms of each network to this value (0: no clipping)."""
+    critic_subset: int = 2
+    """Target critics the Bellman target takes the min over, drawn at random per update (REDQ's ``M``); in
+    ``[2, policy.num_critics]``. With as many as there are critics, the min is over all (SAC's clipped double Q)."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field SAC cannot run with."""
         expect(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", f"must be in (0, 1], got {self.gamma}")
         expect(finite(self.tau) and 0 < self.tau <= 1, "tau", f"must be in (0, 1], got {self.tau}")
+        k = self.critic_subset
+        expect(isinstance(k, int) and k >= 2, "critic_subset", f"must be an integer >= 2, got {k}")
         for name in ("n_step", "batch_size", "policy_delay"):
             value = getattr(self, name)
             expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
@@ -90,6 +101,11 @@ class SAC:
             raise ValueError("agent.algorithm.n_step, batch_size and policy_delay must be >= 1.")
         if cfg.utd_ratio <= 0 or not 0 < cfg.tau <= 1 or cfg.init_alpha <= 0:
             raise ValueError("agent.algorithm.utd_ratio and init_alpha must be > 0 and tau in (0, 1].")
+        if not 2 <= cfg.critic_subset <= model.num_critics:
+            raise ValueError(
+                f"agent.algorithm.critic_subset is {cfg.critic_subset} but must be in [2, {model.num_critics}] "
+                "(agent.policy.num_critics); raise num_critics or lower critic_subset."
+            )
         self.cfg = cfg
         self.device = torch.device(device)
         self.model = model.to(self.device)
@@ -118,37 +134,60 @@ class SAC:
 
     # ------------------------------------------------------------------ losses
     def critic_loss(self, batch: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Soft Bellman residual with n-step returns and clipped double Q.
+        """Soft Bellman residual with n-step returns and a min over (a random subset ``M`` of) the target critics.
 
-        ``y = R^(n) + γ^K (1 - d) [ min_j Q̄_j(s', a') - α log π(a'|s') ],  a' ~ π(·|s')``
-        ``L_Q = E[ Σ_j w (Q_j(s, a) - y)^2 ]``
+        ``y = R^(n) + γ^K (1 - d) [ min_{j ∈ M} Q̄_j(s', a') - α log π(a'|s') ],  a' ~ π(·|s')``
+        ``L_Q = E[ Σ_{j=1..E} w (Q_j(s, a) - y)^2 ]``
 
-        where ``R^(n)`` and ``γ^K (1 - d)`` come from the replay buffer (``reward`` and ``discount``) and ``w``
-        masks transitions without a valid next observation.
+        where ``R^(n)`` and ``γ^K (1 - d)`` come from the replay buffer (``reward`` and ``discount``), ``w`` masks
+        transitions without a valid next observation, and ``M`` has ``critic_subset`` of the ``E`` critics (all of
+        them by default: SAC's clipped double Q for ``E = 2``).
         """
         m = self.model
         with torch.no_grad():
             next_action, next_log_prob = m.actor.sample(m.actor_input(batch["next_obs"]))
-            q1_next, q2_next = m.critic_target(m.critic_input(batch["next_obs"]), next_action)
-            soft_v_next = torch.min(q1_next, q2_next) - self.alpha * next_log_prob
+            q_next = m.critic_target(m.critic_input(batch["next_obs"]), next_action)  # [E, B]
+            soft_v_next = self.subset_min(q_next) - self.alpha * next_log_prob
             y = batch["reward"] + batch["discount"] * soft_v_next
-        q1, q2 = m.critic(m.critic_input(batch["obs"]), batch["action"])
+        q = m.critic(m.critic_input(batch["obs"]), batch["action"])  # [E, B]
         w = batch["weight"]
         denom = w.sum().clamp_min(1.0)
-        loss = ((w * (q1 - y) ** 2).sum() + (w * (q2 - y) ** 2).sum()) / denom
-        return loss, {"q": ((q1 + q2) * 0.5 * w).sum().detach() / denom, "target": (y * w).sum() / denom}
+        loss = (w * (q - y) ** 2).sum(-1).sum() / denom
+        return loss, {"q": (q.mean(0) * w).sum().detach() / denom, "target": (y * w).sum() / denom}
+
+    def subset_min(self, q: torch.Tensor) -> torch.Tensor:
+        """``min_{j ∈ M} Q_j`` ``[B]`` of ``q [E, B]``, ``M`` a random ``critic_subset`` of the ``E`` rows (one draw
+        per call, as REDQ draws one per update); no random draw when the subset is all of them."""
+        k = self.cfg.critic_subset
+        if k < q.shape[0]:
+            q = q[torch.randperm(q.shape[0], device=q.device)[:k]]
+        return q.amin(0)
 
     def actor_loss(self, batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
-        """``L_π = E_s[ α log π(ã|s) - min_j Q_j(s, ã) ],  ã ~ π(·|s)`` (reparameterized).
+        """``L_π = E_s[ α log π(ã|s) - Q(s, ã) ],  ã ~ π(·|s)`` (reparameterized), with
+        ``Q = min(Q_1, Q_2)`` for twin critics (SAC) and the ensemble mean ``Q = 1/E Σ_j Q_j`` for ``E > 2`` (RLPD).
 
         Returns:
             ``(loss, log π(ã|s) [B] detached)``.
         """
         m = self.model
         action, log_prob = m.actor.sample(m.actor_input(batch["obs"]))
-        q1, q2 = m.critic(m.critic_input(batch["obs"]), action)
-        loss = (self.alpha * log_prob - torch.min(q1, q2)).mean()
+        q = m.critic(m.critic_input(batch["obs"]), action)  # [E, B]
+        q_pi = q.amin(0) if q.shape[0] == 2 else q.mean(0)
+        loss = (self.alpha * log_prob - q_pi).mean()
         return loss, log_prob.detach()
+
+    def bc_loss(self, batch: TensorDict) -> torch.Tensor:
+        """Behaviour cloning: ``L_BC = -E_(s,a)~D[ log π(a|s) ]``, the exact log-likelihood of the squashed Gaussian
+        at ``u = atanh(a)``, actions clipped to ``±(1 - 1e-6)`` first.
+
+        Args:
+            batch: ``obs`` and ``action [B, A]`` in ``[-1, 1]`` (e.g. demonstrations from the replay buffer).
+        """
+        m = self.model
+        mean, log_std = m.actor(m.actor_input(batch["obs"]))
+        u = torch.atanh(batch["action"].clamp(-BC_ACTION_LIMIT, BC_ACTION_LIMIT))
+        return -squashed_gaussian_log_prob(mean, log_std, u).mean()
 
     def alpha_loss(self, log_prob: torch.Tensor) -> torch.Tensor:
         """``L_α = E[ -log α (log π(ã|s) + H̄) ]`` with target entropy ``H̄``: raises ``α`` while the entropy
@@ -187,6 +226,20 @@ class SAC:
                 self.alpha_optimizer.step()
                 out["alpha_loss"] = loss_alpha.detach()
         return out
+
+    def bc_update(self, batch: TensorDict) -> dict[str, torch.Tensor]:
+        """One actor optimizer step on :meth:`bc_loss` (a warm start before RL); critics and ``α`` are left alone.
+
+        Returns:
+            ``{"bc": loss}`` detached (no host sync).
+        """
+        loss = self.bc_loss(batch)
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.model.actor.parameters(), self.cfg.max_grad_norm)
+        self.actor_optimizer.step()
+        return {"bc": loss.detach()}
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:

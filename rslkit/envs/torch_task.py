@@ -204,6 +204,49 @@ class TorchTask(VecEnv):
             "obs": None if self._obs is None else {k: v.clone() for k, v in self._obs.items()},
         }
 
+    def env_state(self, env_id: int) -> dict[str, torch.Tensor]:
+        """One env's rows of the task's state tensors (physics, goal, last action), cloned: a start state for
+        :meth:`start_episode_from` (return-and-explore). The task's generator and episode counters are not in it.
+
+        Raises:
+            NotImplementedError: the task lists no state tensors.
+        """
+        tensors = self._state_tensors()
+        if not tensors:
+            raise NotImplementedError(f"{type(self).__name__} lists no state tensors (_state_tensors).")
+        return {name: tensor[env_id].clone() for name, tensor in tensors.items()}
+
+    def start_episode_from(self, env_id: int, state: dict[str, torch.Tensor]) -> TensorDict:
+        """Begin a new episode of env ``env_id`` at ``state``, taken by :meth:`env_state` from this task (any env).
+
+        The episode counter and reward sums of the env restart from zero; the generator is left as it is. Returns
+        the observations of all envs (the other envs' rows are unchanged).
+
+        Raises:
+            ValueError: ``state`` lacks a state tensor of this task, or a row has another shape.
+        """
+        tensors = self._state_tensors()
+        missing = sorted(set(tensors) - set(state))
+        if missing or not tensors:
+            raise ValueError(f"Start state lacks {missing or 'everything'}; take it with env_state() of this task.")
+        for name, tensor in tensors.items():
+            row = state[name]
+            if tuple(row.shape) != tuple(tensor.shape[1:]):
+                raise ValueError(
+                    f"Start state '{name}' has shape {list(row.shape)}, the task {list(tensor.shape[1:])}."
+                )
+            tensor[env_id] = row.to(tensor)
+        self.episode_length_buf[env_id] = 0
+        for total in self._term_sums.values():
+            total[env_id] = 0.0
+        self._after_state_rows_written(torch.tensor([env_id], device=self.device))
+        self._obs = None
+        return self.get_observations()
+
+    def _after_state_rows_written(self, env_ids: torch.Tensor) -> None:
+        """Hook after :meth:`start_episode_from` wrote rows of the state tensors: recompute derived quantities
+        (MuJoCo tasks: forward kinematics, sensors)."""
+
     def load_state_dict(self, state: dict) -> None:
         """Restore a state saved by :meth:`state_dict` (same task and ``num_envs``).
 

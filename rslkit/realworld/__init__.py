@@ -1,17 +1,21 @@
-"""Real-world RL: the asynchronous actor/learner loop for robots (issue 14).
+"""Real-world RL: the asynchronous actor/learner loop for robots (docs/realworld.md).
 
-The package will hold the loop that trains on a physical robot while the robot keeps its control rate: the
-transport, the learner and the actor, weight pushes and human interventions. Built so far are its foundations, which
-run without torch (the robot side has numpy, safetensors and grpcio only):
+``python -m rslkit.realworld learner | actor | local`` runs it. The robot side runs without torch (numpy,
+safetensors and grpcio only):
 
-- :mod:`rslkit.realworld.wire`: the wire format, a small typed JSON header plus named arrays as safetensors bytes,
-  validated completely on decoding.
-- :mod:`rslkit.realworld.spool`: the actor's on-disk spool, so that no transition is lost before the learner
-  acknowledges it.
-- :mod:`rslkit.realworld.transport`, :mod:`~rslkit.realworld.transport_server` (``LearnerServer``),
-  :mod:`~rslkit.realworld.transport_client` (``ActorClient``), :mod:`~rslkit.realworld.transport_sink`: one gRPC
-  bidirectional stream per actor (transitions and heartbeats up; acks and weights down), token and TLS, every
-  message validated, reconnects with backoff, a dead learner noticed within a bounded time.
+- :mod:`~rslkit.realworld.wire`: every message, a small typed JSON header plus named arrays as safetensors bytes,
+  validated completely on decoding (no pickle anywhere);
+- :mod:`~rslkit.realworld.spool`, :mod:`~rslkit.realworld.spool_writer`: the actor's on-disk spool and the thread
+  that appends to it, so the control loop never waits and nothing is lost before the learner acknowledges it;
+- :mod:`~rslkit.realworld.transport`, ``transport_server`` (``LearnerServer``), ``transport_client``
+  (``ActorClient``), ``transport_sink``: one gRPC bidirectional stream per actor, token and TLS, deadlines,
+  heartbeats, reconnects with backoff;
+- :mod:`~rslkit.realworld.journal`: the learner's log of what it acknowledged;
+- :mod:`~rslkit.realworld.interventions`, :mod:`~rslkit.realworld.teleop`, :mod:`~rslkit.realworld.rewards`:
+  who may take over (a scripted human, a keyboard, a gamepad) and reward plug-ins.
 
-See docs/realworld.md.
+With torch: :mod:`~rslkit.realworld.learner` (``RealWorldLearner``: SAC fed by actors, the RLPD / HIL-SERL recipe),
+:mod:`~rslkit.realworld.actor` (``Actor``: one env or robot, the policy, the spool), :mod:`~rslkit.realworld.sim_robot`
+(``RealTimeRobot``: a simulated task paced like a real robot), :mod:`~rslkit.realworld.experts` and ``demos``
+(scripted experts and their demonstrations).
 """

@@ -224,6 +224,7 @@ class ActorClient:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._weights: tuple[int, dict[str, np.ndarray]] | None = None
+        self._push_latency_s: deque[float] = deque(maxlen=10_000)
         self._policy_version = 0
         self._connected = self._replaced = False
         self._streams = self._failures = 0
@@ -236,6 +237,12 @@ class ActorClient:
         """``(version, arrays)`` of the newest weights received, or None; swap them in at an episode boundary."""
         with self._lock:
             return self._weights
+
+    def push_latencies_s(self) -> list[float]:
+        """Seconds from the learner's publish (its ``meta/published_ns`` wall clock) to the arrival here, per weights
+        version received (the last 10,000). Meaningful where both clocks agree (one machine, or NTP/PTP)."""
+        with self._lock:
+            return list(self._push_latency_s)
 
     def set_policy_version(self, version: int) -> None:
         """The weights version the actor runs now, reported in heartbeats (the learner logs staleness from it)."""
@@ -288,6 +295,9 @@ class ActorClient:
             with self._lock:
                 if self._weights is None or message.version > self._weights[0]:
                     self._weights = (message.version, dict(message.arrays))
+                    published = message.arrays.get("meta/published_ns")
+                    if published is not None and published.shape == (1,) and published.dtype == np.int64:
+                        self._push_latency_s.append((time.time_ns() - int(published[0])) * 1e-9)
         else:
             raise wire.WireError(f"the learner sends acks and weights, not {message.kind}.")
         with self._lock:

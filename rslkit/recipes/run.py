@@ -7,7 +7,7 @@ it, to resume (``resume=True``) or to use its policy (play, record, export, eval
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def _assemble(
     spec: TaskSpec,
     env_cfg: Any,
     agent: Any,
-    runner_cls: type,
+    runner_cls: Callable[..., BaseRunner],
     *,
     seed: int,
     num_envs: int | None,
@@ -115,6 +115,7 @@ def build_run(
     agent_fields: dict[str, Any] | None = None,
     log_dir: str | Path | None = None,
     dist_info: DistInfo | None = None,
+    runner_cls: Callable[..., BaseRunner] | None = None,
 ) -> tuple[VecEnv, BaseRunner]:
     """A fresh run: the task's env and the runner of ``algo`` with the task's recipe (:mod:`rslkit.recipes`).
 
@@ -127,6 +128,8 @@ def build_run(
             error naming the algorithm.
         log_dir: run directory for checkpoints and logs (None: no files).
         dist_info: torchrun rank layout.
+        runner_cls: a runner class (or factory) to use instead of ``algo``'s, taking the same arguments and config
+            (the real-world learner is SAC's runner with a network-fed loop).
 
     Returns:
         ``(env, runner)``; call ``runner.learn()``.
@@ -135,13 +138,13 @@ def build_run(
         ValueError: unknown task, algorithm or field, a task without a recipe for ``algo``, a bad override.
     """
     spec = get_task(task)
-    _, runner_cls = get_algorithm(algo)
+    _, default_runner = get_algorithm(algo)
     agent = recipe_agent_cfg(spec.name, algo)
     return _assemble(
         spec,
         spec.env_cfg(),
         agent,
-        runner_cls,
+        runner_cls or default_runner,
         seed=seed,
         num_envs=num_envs,
         sim=sim,
@@ -179,6 +182,7 @@ def load_run(
     algo: str | None = None,
     log_dir: str | Path | None = None,
     dist_info: DistInfo | None = None,
+    runner_cls: Callable[..., BaseRunner] | None = None,
 ) -> tuple[VecEnv, BaseRunner, dict[str, Any]]:
     """Rebuild the run of ``checkpoint`` (its task, env config and agent config) and load it.
 
@@ -197,6 +201,7 @@ def load_run(
         log_dir: run directory for checkpoints and logs (default with ``resume``: the checkpoint's folder;
             without: no files).
         dist_info: torchrun rank layout.
+        runner_cls: a runner class (or factory) to use instead of the checkpoint algorithm's (see :func:`build_run`).
 
     Returns:
         ``(env, runner, saved)`` with ``saved`` the checkpoint's contents.
@@ -218,7 +223,7 @@ def load_run(
         raise ValueError(f"Checkpoint '{path}' was trained with --algo {saved.get('algorithm')}, not --algo {algo}.")
     algo = str(saved["algorithm"])
     spec = get_task(str(saved_task))
-    cfg_cls, runner_cls = get_algorithm(algo)
+    cfg_cls, default_runner = get_algorithm(algo)
     env_cfg = from_dict(type(spec.env_cfg()), saved["env_cfg"]) if saved.get("env_cfg") else spec.env_cfg()
     agent = from_dict(cfg_cls, saved["agent_cfg"])
     if resume and log_dir is None:
@@ -227,7 +232,7 @@ def load_run(
         spec,
         env_cfg,
         agent,
-        runner_cls,
+        runner_cls or default_runner,
         seed=int(saved.get("seed", 0)) if seed is None else seed,
         num_envs=num_envs,
         sim=sim,

@@ -29,8 +29,12 @@ class SACRunnerCfg(EnvRunCfg):
     learning_starts: int = 10
     """Vectorized env steps before the first gradient update."""
     demo_path: str = ""
-    """Demonstrations to seed the replay buffer with: a ``TensorDict`` saved by ``torch.save`` (``.pt``) or a
-    ``TensorDict.memmap`` directory (fields: see ``ReplayBuffer.add_demonstrations``)."""
+    """Demonstrations to seed the replay buffer with: a ``TensorDict`` saved by ``torch.save`` (``.pt``), a
+    ``TensorDict.memmap`` directory (fields: see ``ReplayBuffer.add_demonstrations``) or a LeRobotDataset v3.0
+    directory with ``next.reward`` (see ``rslkit.data.transitions.demonstrations_to_transitions``)."""
+    demo_done_is_terminal: bool = True
+    """LeRobotDataset ``demo_path`` only: store the last frame of an episode whose ``next.done`` is set as terminated
+    (no bootstrap). ``next.done`` also marks time-outs; set False for tasks that end only by a time limit."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the off-policy loop cannot run with."""
@@ -38,3 +42,5 @@ class SACRunnerCfg(EnvRunCfg):
         for name in ("random_steps", "learning_starts"):
             value = getattr(self, name)
             expect(isinstance(value, int) and value >= 0, name, f"must be an integer >= 0, got {value}")
+        k, e = self.algorithm.critic_subset, self.policy.num_critics
+        expect(k <= e, "algorithm.critic_subset", f"must be <= policy.num_critics ({e}), got {k}")

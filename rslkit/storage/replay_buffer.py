@@ -3,14 +3,18 @@
 Layout: one ``[T, N]`` TensorDict (``T = capacity // num_envs`` time rows of ``N`` envs), so the steps of one env
 are consecutive rows and n-step returns are assembled at sample time. Each row holds, per env::
 
-    obs/<group> [D_g]   action [A]   reward []   next_obs/<group> [D_g]   terminated []   truncated []   next_valid []
+    obs/<group> [D_g]  action [A]  reward []  next_obs/<group> [D_g]  terminated []  truncated []  next_valid []
+    intervention []
 
 ``next_obs`` is the observation the env reached *before* an auto-reset (the final observation of an episode where
 it ended). ``next_valid`` is False where the env ended an episode by truncation without reporting that final
 observation (rslkit's torch tasks do not): such a transition cannot be bootstrapped and is given weight 0.
+``intervention`` is True where a person drove the robot (HIL-SERL, Luo et al. 2024); False by default.
 
-Demonstrations live in a second, separate storage (one ``[M, 1]`` "env" of consecutive steps) and make up a fixed
-fraction of every batch (RLPD-style symmetric sampling, Ball et al. 2023).
+Demonstrations live in a second, separate ring (one ``[T_demo, 1]`` "env" of consecutive steps) and make up a fixed
+fraction of every batch (RLPD-style symmetric sampling, Ball et al. 2023). HIL-SERL's human interventions go into
+both rings: :meth:`ReplayBuffer.add` (or :meth:`~ReplayBuffer.add_sequence`) and
+:meth:`~ReplayBuffer.add_to_demos`.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ class ReplayCfg:
     """Directory of the memory-mapped files (default: a new temporary directory)."""
     demo_fraction: float = 0.5
     """Share of every batch drawn from demonstrations, when there are any (RLPD uses 0.5)."""
+    demo_capacity: int = 100_000
+    """Transitions the demonstration ring holds (always in memory). Loaded demonstrations that are more are all
+    kept (the ring grows to their number); transitions added later overwrite the oldest rows once it is full."""
     save_in_checkpoint: bool = False
     """Store the buffer contents in checkpoints so a resumed run is exactly the uninterrupted one (large files)."""
     max_memory_fraction: float = 0.8
@@ -51,6 +58,8 @@ class ReplayCfg:
         cap = self.capacity
         expect(isinstance(cap, int) and cap >= 2, "capacity", f"must be an integer >= 2 (steps x envs), got {cap}")
         expect(self.storage in ("memory", "memmap"), "storage", f"must be 'memory' or 'memmap', got {self.storage!r}")
+        demo_cap = self.demo_capacity
+        expect(isinstance(demo_cap, int) and demo_cap >= 1, "demo_capacity", f"must be an integer >= 1, got {demo_cap}")
         frac = self.demo_fraction
         expect(finite(frac) and 0 <= frac <= 1, "demo_fraction", f"must be in [0, 1], got {frac}")
         mem = self.max_memory_fraction
@@ -93,6 +102,7 @@ def transition_template(example_obs: TensorDict, num_actions: int) -> TensorDict
             "terminated": torch.zeros((), dtype=torch.bool),
             "truncated": torch.zeros((), dtype=torch.bool),
             "next_valid": torch.ones((), dtype=torch.bool),
+            "intervention": torch.zeros((), dtype=torch.bool),
         },
         batch_size=[],
     )
@@ -135,6 +145,30 @@ class RingStorage:
         self.ptr = (self.ptr + 1) % self.horizon
         self.size = min(self.size + 1, self.horizon)
 
+    def extend(self, steps: TensorDict) -> None:
+        """Write ``M`` consecutive steps, batch ``[M, N]``, as ``M`` calls of :meth:`add` would, in at most two slice
+        writes (the second where the ring wraps around); of more than ``horizon`` steps only the newest stay."""
+        m, h = steps.batch_size[0], self.horizon
+        if m == 0:
+            return
+        drop = max(0, m - h)  # rows an earlier write of this call would overwrite anyway
+        start, rows = (self.ptr + drop) % h, steps[drop:].to(self.data.device)
+        first = min(rows.batch_size[0], h - start)
+        self.data[start : start + first] = rows[:first]
+        if first < rows.batch_size[0]:
+            self.data[: rows.batch_size[0] - first] = rows[first:]
+        self.ptr = (self.ptr + m) % h
+        self.size = min(self.size + m, h)
+
+    @property
+    def newest(self) -> int:
+        """Time row written last (meaningful when ``size > 0``)."""
+        return (self.ptr - 1) % self.horizon
+
+    def count(self, key: str) -> int:
+        """Stored rows where the bool field ``key`` is True."""
+        return int(self.data.get(key)[: self.size].sum())
+
     def sample(self, batch_size: int, n_step: int, gamma: float) -> TensorDict:
         """Uniform transitions with n-step returns.
 
@@ -144,7 +178,8 @@ class RingStorage:
 
         Returns:
             Batch ``[B]`` with ``obs``, ``action [B, A]``, ``reward [B]`` (n-step return), ``next_obs`` (the obs
-            ``K`` steps later), ``discount [B]`` and ``weight [B]`` (0 where no valid next observation exists).
+            ``K`` steps later), ``discount [B]``, ``weight [B]`` (0 where no valid next observation exists) and
+            ``intervention [B]`` (of the first step).
         """
         if self.size == 0:
             raise RuntimeError("Cannot sample from an empty replay storage.")
@@ -170,6 +205,7 @@ class RingStorage:
         out["reward"] = (include * powers[:n_step] * reward).sum(1)
         out["discount"] = powers[steps] * (~terminated.gather(1, last).squeeze(1)).float()
         out["weight"] = valid.gather(1, last).squeeze(1).float()
+        out["intervention"] = self._scalar("intervention", flat[:, 0])
         return out
 
     def _scalar(self, key: str, flat: torch.Tensor) -> torch.Tensor:
@@ -192,12 +228,14 @@ class RingStorage:
         """
         rows = self.data[: self.size].apply(_cpu_copy)
         assert rows is not None  # apply() returns None only when called in place
-        return {"data": rows.to_dict(), "ptr": self.ptr, "size": self.size}
+        return {"data": rows.to_dict(), "ptr": self.ptr, "size": self.size, "horizon": self.horizon}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output (same layout)."""
+        """Restore :meth:`state_dict` output (same layout); rows saved before ``intervention`` existed get False."""
         size = state["size"]
         data = TensorDict(state["data"], batch_size=[size, self.num_envs])
+        if "intervention" not in data.keys():
+            data["intervention"] = torch.zeros(size, self.num_envs, dtype=torch.bool)
         expected = self.data[:size]
         if data.shape != expected.shape or field_names(data) != field_names(expected):
             raise ValueError(
@@ -205,7 +243,7 @@ class RingStorage:
                 f"this buffer is {list(self.data.shape)}. Resume with the same num_envs and replay capacity."
             )
         self.data[:size] = data.to(self.data.device)
-        self.ptr, self.size = state["ptr"], size
+        self.ptr, self.size = state["ptr"] % self.horizon, size
 
 
 class ReplayBuffer:
@@ -284,6 +322,36 @@ class ReplayBuffer:
         return self.capacity * transition_bytes(self.template)
 
     # ------------------------------------------------------------------ writing
+    def _steps(
+        self,
+        obs: TensorDict,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: TensorDict,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        next_valid: torch.Tensor | None,
+        intervention: torch.Tensor | None,
+        device: torch.device | None,
+    ) -> TensorDict:
+        """The stored fields of ``n = len(action)`` transitions, batch ``[n]``, with the optional flags filled in."""
+        keys = list(self.template["obs"].keys())
+        n = action.shape[0]
+        return TensorDict(
+            {
+                "obs": obs.select(*keys),
+                "action": action,
+                "reward": reward,
+                "next_obs": next_obs.select(*keys),
+                "terminated": terminated.bool(),
+                "truncated": truncated.bool(),
+                "next_valid": torch.ones(n, dtype=torch.bool) if next_valid is None else next_valid.bool(),
+                "intervention": torch.zeros(n, dtype=torch.bool) if intervention is None else intervention.bool(),
+            },
+            batch_size=[n],
+            device=device,
+        )
+
     def add(
         self,
         obs: TensorDict,
@@ -293,6 +361,7 @@ class ReplayBuffer:
         terminated: torch.Tensor,
         truncated: torch.Tensor,
         next_valid: torch.Tensor | None = None,
+        intervention: torch.Tensor | None = None,
     ) -> None:
         """Store one vectorized step.
 
@@ -304,41 +373,97 @@ class ReplayBuffer:
             terminated: ``[N]`` bool, episode ended in a terminal state (no bootstrap).
             truncated: ``[N]`` bool, episode cut by a time limit (bootstrap from ``next_obs``).
             next_valid: ``[N]`` bool, False where ``next_obs`` is not the true next observation (default all True).
+            intervention: ``[N]`` bool, True where a person chose the action (default all False).
         """
-        keys = list(self.template["obs"].keys())
-        n = self.num_envs
-        step = TensorDict(
-            {
-                "obs": obs.select(*keys),
-                "action": action,
-                "reward": reward,
-                "next_obs": next_obs.select(*keys),
-                "terminated": terminated.bool(),
-                "truncated": truncated.bool(),
-                "next_valid": torch.ones(n, dtype=torch.bool) if next_valid is None else next_valid.bool(),
-            },
-            batch_size=[n],
-            device=self.online.data.device,
-        )
-        self.online.add(step)
+        args = (obs, action, reward, next_obs, terminated, truncated, next_valid, intervention)
+        self.online.add(self._steps(*args, device=self.online.data.device))
 
-    def add_demonstrations(self, demos: TensorDict) -> None:
-        """Keep demonstration transitions in their own storage (replacing earlier ones).
+    def add_sequence(
+        self,
+        obs: TensorDict,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: TensorDict,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        next_valid: torch.Tensor | None = None,
+        intervention: torch.Tensor | None = None,
+    ) -> None:
+        """Store ``M`` consecutive steps of a single env (a buffer with ``num_envs == 1``, e.g. a robot's learner):
+        the same as ``M`` calls of :meth:`add`, written in one slice (two where the ring wraps around).
 
         Args:
-            demos: batch ``[M]`` of consecutive steps (episodes one after another) with ``obs``/``next_obs`` groups as
-                stored online, ``action [M, A]`` in ``[-1, 1]``, ``reward [M]``, ``terminated [M]``, ``truncated [M]``
-                (the last step of each episode must be terminated or truncated). ``next_valid`` is optional.
+            obs, action, ...: as for :meth:`add`, with batch ``[M]`` (time) instead of ``[N]`` (envs).
 
         Raises:
-            ValueError: naming the field whose shape does not match the env, or out-of-range / non-finite values.
+            ValueError: for a buffer of more than one env.
         """
-        if demos.batch_dims != 1 or demos.batch_size[0] < 1:
-            raise ValueError(f"Demonstrations need batch size [M] with M >= 1, got {list(demos.batch_size)}.")
-        m = demos.batch_size[0]
-        if "next_valid" not in demos.keys():
-            demos = demos.clone(False)
-            demos["next_valid"] = torch.ones(m, dtype=torch.bool, device=demos.device)
+        if self.num_envs != 1:
+            raise ValueError(
+                f"add_sequence stores the steps of one env, but this buffer has {self.num_envs}; use add() for "
+                "vectorized steps."
+            )
+        args = (obs, action, reward, next_obs, terminated, truncated, next_valid, intervention)
+        self.online.extend(self._steps(*args, device=self.online.data.device).unsqueeze(1))
+
+    def add_to_demos(
+        self,
+        obs: TensorDict,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: TensorDict,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        next_valid: torch.Tensor | None = None,
+        intervention: torch.Tensor | None = None,
+    ) -> None:
+        """Append ``M`` steps of one env, batch ``[M]``, to the demonstration ring, creating it with ``demo_capacity``
+        rows if there is none; once it is full they overwrite its oldest rows.
+
+        HIL-SERL stores every intervention step both here and online (pass ``intervention``). The steps of one
+        intervention are consecutive (``next_obs`` of a step is ``obs`` of the next), but the next intervention
+        starts later in the episode, and n-step returns must not run from one into the other: a row (stored or new)
+        that did not end its episode and is not followed by the step it led to is marked truncated, so its chain
+        ends there and bootstraps from its own (valid) ``next_obs``.
+
+        Args:
+            obs, action, ...: as for :meth:`add`, with batch ``[M]`` of steps in time order.
+
+        Raises:
+            ValueError: for per-step shapes unlike the env's, non-finite values or actions outside ``[-1, 1]``.
+        """
+        if action.shape[0] == 0:
+            return
+        steps = self._steps(obs, action, reward, next_obs, terminated, truncated, next_valid, intervention, self.device)
+        self._check_demos(steps)
+        if self.demos is None:
+            self.demos = RingStorage(self.template, self.cfg.demo_capacity, 1, self.device)
+        steps = self._as_template(steps)
+        self._cut_chains_between_segments(self.demos, steps)
+        self.demos.extend(steps.unsqueeze(1))
+
+    @staticmethod
+    def _cut_chains_between_segments(storage: RingStorage, steps: TensorDict) -> None:
+        """Set ``truncated`` on the rows of ``steps [M]`` (and on the newest row of ``storage``) that neither ended
+        their episode nor are followed by the step they led to."""
+        groups = list(steps["obs"].keys())
+
+        def follows(before: TensorDict, after: TensorDict) -> torch.Tensor:  # [K] bool: after[k] is before[k]'s step
+            same = [(before["next_obs", g] == after["obs", g]).reshape(before.batch_size[0], -1).all(1) for g in groups]
+            return torch.stack(same).all(0)
+
+        if steps.batch_size[0] > 1:
+            cut = torch.zeros_like(steps["truncated"])
+            cut[:-1] = ~follows(steps[:-1], steps[1:]) & ~steps["terminated"][:-1]
+            steps.set("truncated", steps["truncated"] | cut)
+        if storage.size > 0:
+            newest = storage.data[storage.newest]  # [1]
+            ended = newest["terminated"] | newest["truncated"]
+            if not bool(ended | follows(newest, steps[:1])):
+                storage.data.get("truncated")[storage.newest] = True
+
+    def _check_demos(self, demos: TensorDict) -> None:
+        """Raise ValueError for a missing or misshaped field, non-finite values or actions outside ``[-1, 1]``."""
         for key, want in self.template.items(include_nested=True, leaves_only=True):
             name = "/".join(key) if isinstance(key, tuple) else key
             if key not in demos.keys(include_nested=True, leaves_only=True):
@@ -351,19 +476,49 @@ class ReplayBuffer:
                 )
             if got.is_floating_point() and not bool(torch.isfinite(got).all()):
                 raise ValueError(f"Demonstration field '{name}' holds NaN or inf values.")
-        action = demos["action"].float()
-        if bool((action.abs() > 1.0 + 1e-6).any()):
+        if bool((demos["action"].float().abs() > 1.0 + 1e-6).any()):
             raise ValueError(
                 "Demonstration actions must lie in [-1, 1] (the policy's normalized range); rescale them from the "
                 "env's action bounds: a = 2 (u - low) / (high - low) - 1."
             )
-        template = self.template
-        storage = RingStorage(template, m, 1, self.device)
-        data = demos.select(*template.keys()).to(self.device)
-        for key, want in template.items(include_nested=True, leaves_only=True):
-            storage.data.set(key, data.get(key).to(want.dtype).reshape(m, 1, *want.shape))
-        storage.ptr, storage.size = 0, m
+
+    def _as_template(self, demos: TensorDict) -> TensorDict:
+        """The template's fields of checked transitions ``[M]``, in its dtypes, on the training device."""
+        m = demos.batch_size[0]
+        rows = TensorDict({}, batch_size=[m], device=self.device)
+        for key, want in self.template.items(include_nested=True, leaves_only=True):
+            rows.set(key, demos.get(key).to(self.device, want.dtype).reshape(m, *want.shape))
+        return rows
+
+    def add_demonstrations(self, demos: TensorDict) -> None:
+        """Keep demonstration transitions in their own ring, replacing earlier ones.
+
+        The ring holds ``max(demo_capacity, M)`` rows: all of ``demos``, and room for :meth:`add_to_demos`.
+
+        Args:
+            demos: batch ``[M]`` of consecutive steps (episodes one after another) with ``obs``/``next_obs`` groups as
+                stored online, ``action [M, A]`` in ``[-1, 1]``, ``reward [M]``, ``terminated [M]``, ``truncated [M]``
+                (the last step of each episode must be terminated or truncated). ``next_valid`` (default True) and
+                ``intervention`` (default False) are optional.
+
+        Raises:
+            ValueError: naming the field whose shape does not match the env, or out-of-range / non-finite values.
+        """
+        if demos.batch_dims != 1 or demos.batch_size[0] < 1:
+            raise ValueError(f"Demonstrations need batch size [M] with M >= 1, got {list(demos.batch_size)}.")
+        m = demos.batch_size[0]
+        demos = demos.clone(False)
+        for key, default in (("next_valid", True), ("intervention", False)):
+            if key not in demos.keys():
+                demos[key] = torch.full((m,), default, dtype=torch.bool, device=demos.device)
+        self._check_demos(demos)
+        storage = RingStorage(self.template, max(self.cfg.demo_capacity, m), 1, self.device)
+        storage.extend(self._as_template(demos).unsqueeze(1))
         self.demos = storage
+
+    def num_interventions(self) -> tuple[int, int]:
+        """Intervention transitions stored ``(online, in demonstrations)``, counted from the stored flags."""
+        return self.online.count("intervention"), 0 if self.demos is None else self.demos.count("intervention")
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99) -> TensorDict:
@@ -373,13 +528,14 @@ class ReplayBuffer:
 
         Returns:
             Batch ``[B]`` on the training device: ``obs``, ``action``, ``reward``, ``next_obs``, ``discount``,
-            ``weight`` and ``is_demo`` (bool).
+            ``weight``, ``intervention`` and ``is_demo`` (bool).
         """
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}.")
-        n_demo = round(self.cfg.demo_fraction * batch_size) if self.demos is not None else 0
+        has_demos = self.demos is not None and self.demos.size > 0
+        n_demo = round(self.cfg.demo_fraction * batch_size) if has_demos else 0
         if self.online.size == 0:
-            n_demo = batch_size if self.demos is not None else 0
+            n_demo = batch_size if has_demos else 0
         parts = []
         if batch_size - n_demo > 0:
             online = self.online.sample(batch_size - n_demo, n_step, gamma).to(self.device)
@@ -394,7 +550,7 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """Online and demonstration contents with write positions (CPU tensors)."""
+        """Online and demonstration contents with write positions (and the demonstration ring's size; CPU tensors)."""
         return {"online": self.online.state_dict(), "demos": None if self.demos is None else self.demos.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -404,7 +560,7 @@ class ReplayBuffer:
             ValueError: when the saved layout (num_envs, capacity, fields) differs from this buffer.
         """
         self.online.load_state_dict(state["online"])
-        if state.get("demos") is not None:
-            size = state["demos"]["size"]
-            self.demos = RingStorage(self.template, size, 1, self.device)
-            self.demos.load_state_dict(state["demos"])
+        demos = state.get("demos")
+        if demos is not None:  # saved before the ring had room to grow: exactly its rows
+            self.demos = RingStorage(self.template, demos.get("horizon", demos["size"]), 1, self.device)
+            self.demos.load_state_dict(demos)

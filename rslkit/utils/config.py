@@ -106,28 +106,33 @@ def parse_value(text: str, typ: Any) -> Any:
     raise ValueError(f"cannot parse a value of type {typ} from the command line")
 
 
-def set_field(cfg: Any, path: str, text: str) -> None:
+def set_field(cfg: Any, path: str, text: str, prefix: str = "") -> None:
     """Set the field at dotted ``path`` (relative to ``cfg``) from its command-line string.
+
+    ``prefix`` (``agent``, ``env``) is where ``cfg`` sits on the command line; messages name the full path.
 
     Raises:
         ValueError: for an unknown field (with close matches) or a value of the wrong type.
     """
     parts = path.split(".")
     node = cfg
+    dot = f"{prefix}." if prefix else ""
     for depth, name in enumerate(parts):
         if not dataclasses.is_dataclass(node) or name not in {f.name for f in dataclasses.fields(node)}:
             known = field_paths(cfg)
-            close = difflib.get_close_matches(path, known, n=3)
+            close = [dot + c for c in difflib.get_close_matches(path, known, n=3)]
             hint = f" Did you mean: {', '.join(close)}?" if close else f" Known fields: {', '.join(known)}."
-            raise ValueError(f"Unknown config field '{path}'.{hint}")
+            raise ValueError(f"Unknown config field '{dot}{path}'.{hint}")
         if depth == len(parts) - 1:
             typ = get_type_hints(type(node))[name]
             if dataclasses.is_dataclass(typ):
-                raise ValueError(f"'{path}' is a group of settings; set one of its fields, e.g. '{path}.<field>'.")
+                raise ValueError(
+                    f"'{dot}{path}' is a group of settings; set one of its fields, e.g. '{dot}{path}.<field>'."
+                )
             try:
                 setattr(node, name, parse_value(text, typ))
             except ValueError as err:
-                raise ValueError(f"Bad value for '{path}': {err}") from None
+                raise ValueError(f"Bad value for '{dot}{path}': {err}") from None
         else:
             node = getattr(node, name)
 
@@ -162,4 +167,4 @@ def apply_overrides(root: dict[str, Any], args: list[str]) -> None:
                 f"Unknown option {token!r}. Config overrides start with one of: "
                 f"{', '.join('--' + p + '.' for p in root)} (see --help)."
             )
-        set_field(root[prefix], path, value)
+        set_field(root[prefix], path, value, prefix)

@@ -30,7 +30,7 @@ def test_unknown_task_suggests_close_matches(capsys):
 def test_bad_override_exits_with_message(capsys):
     with pytest.raises(SystemExit):
         train.main(["--task", "pendulum", "--agent.algorithm.gama", "0.9", "--logdir", "/nonexistent"])
-    assert "Did you mean: algorithm.gamma" in capsys.readouterr().err
+    assert "Did you mean: agent.algorithm.gamma" in capsys.readouterr().err
 
 
 def test_resume_needs_a_run(tmp_path):

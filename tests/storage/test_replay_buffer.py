@@ -222,5 +222,6 @@ def test_wrapped_buffer_round_trips_with_its_write_position():
 def test_transition_bytes_go2_sized():
     obs = TensorDict({"policy": torch.zeros(4, 48)}, batch_size=[4])
     buf = ReplayBuffer(obs, 12, ReplayCfg(capacity=400), "cpu")
-    # obs + next_obs (2 x 48 float32), 12 float32 actions, reward, 3 bools
-    assert transition_bytes(buf.template) == 2 * 48 * 4 + 12 * 4 + 4 + 3
+    # obs + next_obs (2 x 48 float32), 12 float32 actions, reward, 4 bools (terminated, truncated, next_valid,
+    # intervention)
+    assert transition_bytes(buf.template) == 2 * 48 * 4 + 12 * 4 + 4 + 4

@@ -22,6 +22,7 @@ from rslkit.deploy.async_engine import AsyncChunkEngine, AsyncEngineCfg, Inferen
 from rslkit.deploy.clock import Clock, MonotonicClock
 from rslkit.deploy.future_state import FutureStateConditioner
 from rslkit.deploy.inference_worker import ChunkFn, ThreadedInference
+from rslkit.deploy.metadata import PolicyMetadata
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.joint_map import JointReorder
@@ -41,6 +42,16 @@ class Log(Protocol):
     def info(self, msg: str) -> Any: ...
 
     def warning(self, msg: str) -> Any: ...
+
+
+class TickObserver(Protocol):
+    """Watches the loop from the control thread (the actor mode records transitions with it); must return at once."""
+
+    def before_policy(self, now: float, obs: np.ndarray) -> None:
+        """A tick built observation ``obs [D]`` and is about to run the policy (a policy swap may happen here)."""
+
+    def after_output(self, out: ControlOutput) -> None:
+        """Every command the controller returns, runs and holds alike."""
 
 
 @dataclass
@@ -72,6 +83,28 @@ class _EngineRobot:
         self.action = action
 
 
+SWAP_FIELDS = (
+    "kind",
+    "obs_groups",
+    "action_dim",
+    "input_names",
+    "output_names",
+    "state_shapes",
+    "chunk_length",
+    "noise_shape",
+    "future_state_slice",
+    "max_future_offset",
+)
+"""What a swapped-in policy must share with the running one (the loop's observation, action and chunk layout)."""
+
+
+def policy_mismatch(running: PolicyMetadata, new: PolicyMetadata) -> str | None:
+    """Why a policy with metadata ``new`` cannot replace one with ``running`` (None: it can)."""
+    fields = [k for k in SWAP_FIELDS if getattr(new, k) != getattr(running, k)]
+    diff = [f"{k} {getattr(new, k)!r} instead of {getattr(running, k)!r}" for k in fields]
+    return "it has " + ", ".join(diff) if diff else None
+
+
 class PolicyController:
     """Runs an :class:`~rslkit.deploy.onnx_policy.OnnxPolicy` on joint states with limits and a watchdog.
 
@@ -81,6 +114,7 @@ class PolicyController:
         logger: where fault and recovery messages go (default: this module's logger).
         clock: the chunk engine's clock (latency timestamps).
         inference_factory: builds the chunk engine's inference (default: ``cfg.chunk_in_flight`` worker threads).
+        observer: sees each observation before the policy and each output (None: nothing watches).
 
     Raises:
         ValueError: when the policy does not fit the settings (groups, action size, observation size).
@@ -93,6 +127,7 @@ class PolicyController:
         logger: Log | None = None,
         clock: Clock | None = None,
         inference_factory: InferenceFactory | None = None,
+        observer: TickObserver | None = None,
     ) -> None:
         cfg.validate()
         meta = policy.meta
@@ -108,7 +143,7 @@ class PolicyController:
                 f"The policy outputs {meta.action_dim} actions but joint_names lists {n} joints; list one joint "
                 "per action, in the policy's order."
             )
-        self.policy, self.cfg = policy, cfg
+        self.policy, self.cfg, self.observer = policy, cfg, observer
         self.log: Log = logger or logging.getLogger(__name__)
         self.clock = clock or MonotonicClock()
         self.inference_factory: InferenceFactory = inference_factory or functools.partial(
@@ -229,6 +264,8 @@ class PolicyController:
             self.log.info(f"Joint state valid again; resuming the policy at tick {self.ticks - 1}.")
             self._hold_source = None
         obs = self.builder(self.position, self.velocity, self._current_command(now), self.last_action)
+        if self.observer is not None:
+            self.observer.before_policy(now, obs)
         try:
             if resuming and self.is_chunk:  # the old plan was made for a state that no longer holds
                 self._stop_engine()
@@ -249,6 +286,21 @@ class PolicyController:
         command = self.limiter(target, previous)
         self.last_action, self.last_command = action, command
         return self._output(command, "run", "", source)
+
+    def set_policy(self, policy: OnnxPolicy) -> None:
+        """Run ``policy`` from the next inference on (call between ticks, on the control thread).
+
+        Step and recurrent policies switch at once (a recurrent one starts from zero state); chunk policies compute
+        their next chunk with it, while the actions already planned still execute.
+
+        Raises:
+            ValueError: when ``policy`` does not take and give what the running one does (kind, observation groups,
+                action size, chunk and future-state layout).
+        """
+        mismatch = policy_mismatch(self.policy.meta, policy.meta)
+        if mismatch:
+            raise ValueError(f"Cannot swap in this policy: {mismatch}.")
+        self.policy = policy
 
     # ------------------------------------------------------------------ pieces
     def _read_state(
@@ -304,7 +356,10 @@ class PolicyController:
             self._warn_once("nothing", "No joint state yet: nothing to command or hold.")
             return None
         self.counts[status] += 1
-        return ControlOutput(positions.copy(), status, reason, max(0, self.ticks - 1), source)
+        out = ControlOutput(positions.copy(), status, reason, max(0, self.ticks - 1), source)
+        if self.observer is not None:
+            self.observer.after_output(out)
+        return out
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -9,7 +9,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Twist
@@ -21,13 +21,17 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import Bool, Float32, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
+from rslkit.deploy.ros2.actor_config import ActorCfg
 from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.controller import ControlOutput, PolicyController
 from rslkit.deploy.ros2.recording import STATUS_TOPIC, McapRecorder, command_values, status_json
+
+if TYPE_CHECKING:
+    from rslkit.deploy.ros2.actor import RobotActor
 
 OUTPUT_TYPES = ("array", "trajectory", "both")
 COMMAND_TYPES = ("none", "twist", "array")
@@ -70,12 +74,15 @@ class PolicyNode(Node):
     Args:
         policy_path: overrides the ``policy_path`` parameter when given.
         node_name: the ROS node name.
+        actor: the actor mode's settings (None: off): record and stream transitions, take the learner's policies.
 
     Raises:
         ValueError: for missing or inconsistent parameters (the message names the parameter).
     """
 
-    def __init__(self, policy_path: str | None = None, node_name: str = "rslkit_policy") -> None:
+    def __init__(
+        self, policy_path: str | None = None, node_name: str = "rslkit_policy", actor: ActorCfg | None = None
+    ) -> None:
         super().__init__(node_name)
         for name, (default, description) in PARAMETERS.items():  # read at start only: read-only
             self.declare_parameter(name, default, ParameterDescriptor(description=description, read_only=True))
@@ -99,6 +106,12 @@ class PolicyNode(Node):
         self.topics = {k: str(p(k)) for k in ("joint_state_topic", "command_topic", "array_topic", "trajectory_topic")}
         self.recorder = self._make_recorder(str(p("record_path")))
         self._make_endpoints(str(p("state_reliability")), int(p("state_queue_depth")))
+        self.actor: RobotActor | None = None
+        if actor is not None:  # imported only here: without the actor mode the node needs no grpc
+            from rslkit.deploy.ros2.actor import RobotActor
+
+            self.actor = RobotActor(actor, self.controller, self.get_logger(), int(p("intra_op_threads")))
+            self._make_reward_endpoints(actor, self.actor)
         chunking = ""
         if self.policy.kind == "chunk":
             merge, in_flight = self.cfg.chunk_merge, self.cfg.chunk_in_flight
@@ -196,6 +209,14 @@ class PolicyNode(Node):
         )
         self.timer = self.create_timer(1.0 / self.cfg.rate_hz, self._on_timer)
 
+    def _make_reward_endpoints(self, actor: ActorCfg, robot_actor: RobotActor) -> None:
+        reward: Any = robot_actor.reward  # a TopicReward for the topic and json sources
+        if actor.reward == "topic":
+            self.create_subscription(Float32, actor.reward_topic, lambda m: reward.on_reward(m.data), 10)
+            self.create_subscription(Bool, actor.done_topic, lambda m: reward.on_done(m.data), 10)
+        elif actor.reward == "json":
+            self.create_subscription(String, actor.reward_topic, lambda m: reward.on_json(m.data), 10)
+
     # ------------------------------------------------------------------ events
     def _now(self) -> tuple[float, int]:
         """Seconds since start (the controller's clock) and the matching log time in wall-clock nanoseconds."""
@@ -254,4 +275,6 @@ class PolicyNode(Node):
                 pub.wait_for_all_acked(RosDuration(seconds=ack_timeout_s))
         if self.recorder is not None:
             self.recorder.close()
+        if self.actor is not None:
+            self.actor.close()
         self.get_logger().info(f"Outputs and faults: {dict(self.controller.counts)}.")

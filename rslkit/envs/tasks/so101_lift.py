@@ -172,6 +172,11 @@ class SO101LiftTask(TorchTask):
         self.backend.forward()
         self._refresh()
 
+    def _after_state_rows_written(self, env_ids: torch.Tensor) -> None:
+        """After :meth:`start_episode_from`: derived MuJoCo fields of ``env_ids``, then the task's cached reads."""
+        self.backend.forward(env_ids.cpu())
+        self._refresh()
+
     def _refresh(self) -> None:
         """Read the cube, fingertips and contacts of every env from the backend."""
         qpos = self.backend.qpos

@@ -131,6 +131,11 @@ class SO101ReachTask(TorchTask):
         self.backend.forward()
         self._refresh()
 
+    def _after_state_rows_written(self, env_ids: torch.Tensor) -> None:
+        """After :meth:`start_episode_from`: derived MuJoCo fields of ``env_ids``, then the task's cached reads."""
+        self.backend.forward(env_ids.cpu())
+        self._refresh()
+
     def _refresh(self) -> None:
         self.ee_pos = self.backend.site_xpos()[:, self._ee_site].to(self.device, torch.float32)
         self._ctrl = self.backend.ctrl.to(self._ctrl_mid, copy=True)  # float64 (warp: float32 view)

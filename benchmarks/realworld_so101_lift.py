@@ -1,0 +1,144 @@
+"""so101-lift through the real-world loop: success vs episodes with and without demonstrations and interventions.
+
+Run (results in benchmarks/results/realworld_so101_lift.json, written after each configuration):
+
+    .venv/bin/python benchmarks/realworld_so101_lift.py --episodes 200
+
+First 20 demonstrations are recorded with the scripted expert (``rslkit/realworld/experts.py``, 100 % success).
+Then, for each configuration, one ``python -m rslkit.realworld local --task so101-lift`` run inside ``unshare -n``:
+
+- ``demos+interventions``: the demonstrations seed the demonstration buffer (half of every batch, RLPD) and a BC
+  warm start; the scripted "human" takes over when the policy stalls, with a takeover probability that decays by
+  ``--decay`` per episode (HIL-SERL's human, scripted);
+- ``interventions``: the scripted human only; ``demos``: the demonstrations only; ``none``: plain SAC.
+
+The actor runs unpaced and in lockstep with the learner (``--actor.realtime false --actor.lockstep true``): each
+episode waits until the learner did the updates it owes (UTD ``--utd``), so the curves measure sample efficiency
+in episodes, not this machine's speed. Success is the task's own (the cube ``lift_height`` up at the episode's end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "realworld_so101_lift.json"
+CONFIGS = {
+    "demos+interventions": ("demos", "interventions"),
+    "none": (),
+    "demos": ("demos",),
+    "interventions": ("interventions",),
+}
+
+
+def record_demos(path: Path, episodes: int, seed: int) -> dict[str, float]:
+    """Record ``episodes`` expert episodes of so101-lift into ``path`` (a TensorDict for ``--agent.demo_path``)."""
+    from rslkit.envs.registry import get_task
+    from rslkit.realworld.demos import expert_stats, record_expert_demonstrations
+    from rslkit.realworld.experts import expert_for
+
+    spec = get_task("so101-lift")
+    cfg = spec.env_cfg()
+    cfg.num_envs, cfg.seed = 1, seed
+    env = spec.make_env(cfg, "cpu")
+    demos = record_expert_demonstrations(env, expert_for("so101-lift", cfg), episodes, seed=seed)
+    torch.save(demos.select(*[k for k in demos.keys() if k not in ("episode", "success")]), path)
+    return {"transitions": float(demos.batch_size[0]), **expert_stats(env, expert_for("so101-lift", cfg), 10, seed=seed)}
+
+
+def run_config(name: str, parts: tuple[str, ...], args: argparse.Namespace, demos: Path, logdir: Path) -> Path:
+    run_name = "bench_" + name.replace("+", "_")
+    cmd = [
+        sys.executable, "-m", "rslkit.realworld", "local", "--task", "so101-lift", "--seed", str(args.seed),
+        "--logdir", str(logdir), "--run_name", run_name, "--max_iterations", "1000000", "--agent.logger", "",
+        "--actor.max_episodes", str(args.episodes), "--actor.realtime", "false", "--actor.lockstep", "true",
+        "--actor.random_steps", "0" if "demos" in parts else "500", "--agent.algorithm.utd_ratio", str(args.utd),
+        "--agent.algorithm.gamma", "0.97",
+        "--agent.policy.actor_hidden_dims", "(256,256)", "--agent.policy.critic_hidden_dims", "(256,256)",
+    ]  # fmt: skip
+    if "demos" in parts:
+        cmd += ["--agent.demo_path", str(demos), "--learner.bc_warmstart_updates", str(args.bc_updates)]
+    if "interventions" in parts:
+        cmd += ["--actor.interventions", "scripted", "--actor.takeover_decay", str(args.decay)]
+    lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
+    quoted = " ".join(f"'{c}'" for c in cmd)
+    full = ["unshare", "-n", "sh", "-c", f"{lo_up} && {quoted}"] if shutil.which("unshare") else cmd
+    with (logdir / f"{run_name}.log").open("w") as f:
+        subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
+    return sorted((logdir / "so101-lift").glob(f"*_realworld_{run_name}"))[-1]
+
+
+def analyse(run_dir: Path, window: int) -> dict[str, Any]:
+    with (run_dir / "actor-0" / "episodes.csv").open() as f:
+        episodes = list(csv.DictReader(f))
+    success = [float(e["success"] or 0) > 0 for e in episodes]
+    rate = [float(e["intervention_rate"]) for e in episodes]
+    moving = [sum(success[max(0, i + 1 - window) : i + 1]) / min(window, i + 1) for i in range(len(success))]
+    first_90 = next((i + 1 for i, m in enumerate(moving) if i + 1 >= window and m >= 0.9), None)
+    per_block = [
+        {
+            "episodes": f"{b + 1}-{min(b + 20, len(success))}",
+            "success": sum(success[b : b + 20]) / len(success[b : b + 20]),
+            "intervention_rate": sum(rate[b : b + 20]) / len(rate[b : b + 20]),
+        }
+        for b in range(0, len(success), 20)
+    ]
+    return {
+        "run_dir": str(run_dir),
+        "episodes": len(episodes),
+        "first_episode_with_90pct_over_window": first_90,
+        "final_window_success": moving[-1] if moving else None,
+        "blocks_of_20": per_block,
+        "success": [int(s) for s in success],
+        "intervention_rate": rate,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--demos", type=int, default=20)
+    parser.add_argument("--utd", type=float, default=4.0)
+    parser.add_argument("--bc-updates", type=int, default=1000)
+    parser.add_argument("--decay", type=float, default=0.98)
+    parser.add_argument("--window", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=3 * 3600)
+    parser.add_argument("--logdir", default="/tmp/rslkit_bench_so101_lift")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    logdir = Path(args.logdir)
+    logdir.mkdir(parents=True, exist_ok=True)
+    demos = logdir / "demos.pt"
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join(sys.argv),
+        "demos": record_demos(demos, args.demos, args.seed),
+        "configs": {},
+    }
+    print(f"demonstrations: {results['demos']}", flush=True)
+    for name in args.configs:
+        t0 = time.time()
+        result = analyse(run_config(name, CONFIGS[name], args, demos, logdir), args.window)
+        result["wall_s"] = time.time() - t0
+        results["configs"][name] = result
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1))
+        blocks = " ".join(f"{b['success']:.2f}/{b['intervention_rate']:.2f}" for b in result["blocks_of_20"])
+        print(f"{name}: 90% at episode {result['first_episode_with_90pct_over_window']}; per 20 episodes "
+              f"success/intervention rate {blocks}; {result['wall_s']:.0f} s", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

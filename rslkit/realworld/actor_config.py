@@ -1,0 +1,75 @@
+"""Settings of the actor loop. CLI: ``--actor.<field>`` (the paced robot: ``--actor.robot.<field>``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rslkit.realworld.sim_robot import RealTimeCfg
+from rslkit.utils.validation import expect, finite
+
+
+@dataclass
+class ActorCfg:
+    """How the actor acts, records and stops. Limits of 0 mean "no limit" (stop with Ctrl-C)."""
+
+    max_episodes: int = 0
+    max_env_steps: int = 0
+    max_time_s: float = 0.0
+    realtime: bool = True
+    """Pace a simulated task in wall-clock time at its control rate, with latencies and timed resets
+    (:class:`~rslkit.realworld.sim_robot.RealTimeRobot`); off: step as fast as the simulator goes."""
+    robot: RealTimeCfg = field(default_factory=RealTimeCfg)
+    random_steps: int = 0
+    """Env steps with uniform random actions before the policy acts (a fresh learner's policy is random too)."""
+    deterministic: bool = False
+    """Act with the mean action (evaluation) instead of sampling (exploration)."""
+    send_every: int = 0
+    """Spool the running episode every this many steps too (0: at episode ends only, as SERL does)."""
+    swap_every: int = 0
+    """Also take new weights every this many steps of an episode (a chunk boundary; 0: at episode ends only). The
+    policy then improves within long episodes, as HIL-SERL's actors do; each transition records its version."""
+    on_learner_lost: Literal["continue", "hold"] = "continue"
+    """With the learner unreachable for ``lost_after_s``: keep acting with the last weights, or hold the robot
+    (no actions; the episode resumes when the learner is back)."""
+    lost_after_s: float = 3.0
+    first_weights_timeout_s: float = 10.0
+    """Wait this long for the learner's first weights before acting with the actor's own initial ones."""
+    interventions: str = "none"
+    """Who may take over: ``none``, ``scripted`` (the task's scripted expert, for tests and benchmarks),
+    ``keyboard`` or ``gamepad``."""
+    takeover_prob: float = 1.0
+    """``scripted``: chance that a trigger (a stall, leaving the corridor) makes the expert take over..."""
+    takeover_decay: float = 1.0
+    """... times this per episode (below 1: the "human" helps less and less, as people do once the policy works)."""
+    reward: str = "task"
+    """The reward stored with each transition: ``task`` (the env's), or ``package.module:function`` called with a
+    :class:`~rslkit.realworld.wire.TransitionBatch` and returning rewards ``[N]`` (a success classifier, a learned
+    reward model), evaluated off the control loop when a batch is spooled."""
+    lockstep: bool = False
+    """Simulation only: at each episode end wait until the learner has done the updates it owes for the data so far
+    (``agent.algorithm.utd_ratio`` per transition), so results do not depend on how fast this machine trains. A
+    real robot cannot wait: off by default."""
+    lockstep_timeout_s: float = 600.0
+    drain_timeout_s: float = 30.0
+    """At the end, wait this long for the learner to acknowledge what is spooled (the spool keeps the rest)."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the actor cannot run with."""
+        for name in ("max_episodes", "max_env_steps", "random_steps", "send_every", "swap_every"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 0, name, f"must be an integer >= 0, got {value}")
+        for name in ("takeover_prob", "takeover_decay"):
+            value = getattr(self, name)
+            expect(finite(value) and 0 <= value <= 1, name, f"must be in [0, 1], got {value}")
+        for name in ("max_time_s", "lost_after_s", "first_weights_timeout_s", "drain_timeout_s", "lockstep_timeout_s"):
+            value = getattr(self, name)
+            expect(finite(value) and value >= 0, name, f"must be a finite number >= 0, got {value}")
+        expect(
+            self.on_learner_lost in ("continue", "hold"),
+            "on_learner_lost",
+            f"must be continue or hold, got {self.on_learner_lost}",
+        )
+        sources = ("none", "scripted", "keyboard", "gamepad")
+        expect(self.interventions in sources, "interventions", f"must be one of {sources}, got {self.interventions}")
+        expect(bool(self.reward), "reward", "must be 'task' or package.module:function")

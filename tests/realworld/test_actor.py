@@ -1,0 +1,97 @@
+"""The actor loop in-process against an in-process learner: records what it did (keys, versions, interventions),
+swaps weights only at episode boundaries, and its interventions reach both of the learner's buffers."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_learner import make_learner
+from transport_helpers import FAST, needs_netns
+
+from rslkit.realworld import wire
+from rslkit.realworld.actor import Actor
+from rslkit.realworld.actor_config import ActorCfg
+from rslkit.realworld.defaults import realworld_overrides
+from rslkit.realworld.spool import Spool
+from rslkit.realworld.spool_writer import SpoolWriter
+from rslkit.realworld.task_schema import transition_schema
+from rslkit.realworld.transport_client import ActorClient
+from rslkit.recipes import build_run
+
+pytestmark = needs_netns
+
+
+class EveryThirdStep:
+    """A "human" that takes over on every third step with the action +0.5."""
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def reset(self) -> None:
+        self.t = 0
+
+    def __call__(self, obs: dict, policy_action: np.ndarray) -> np.ndarray | None:
+        self.t += 1
+        return np.full_like(policy_action, 0.5) if self.t % 3 == 0 else None
+
+
+def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: Path) -> None:
+    learner = make_learner(None, max_iterations=2)
+    learner.serve("127.0.0.1:0")
+    assert learner.server is not None
+    env, runner = build_run("pendulum", "sac", realworld_overrides("pendulum"), num_envs=1, seed=3)
+    spool = Spool(tmp_path / "spool", "actor-0", transition_schema(env, runner.policy.obs_groups))
+    client = ActorClient(f"127.0.0.1:{learner.server.port}", "actor-0", spool, config=FAST)
+    cfg = ActorCfg(max_episodes=2, realtime=False, random_steps=50, first_weights_timeout_s=5.0)
+    actor = Actor(env, runner.policy, client, cfg, tmp_path, interventions=EveryThirdStep())
+    summary = actor.run()
+    client.close()
+    learner.stop_serving()
+    assert summary.episodes == 2 and summary.env_steps == 400 and summary.unacked == 0
+    assert summary.policy_version >= 1  # took the learner's weights before acting
+    assert summary.interventions == 2 * (200 // 3)
+    assert learner.buffer is not None
+    assert len(learner.buffer) == 400
+    assert learner.buffer.num_interventions() == (summary.interventions, summary.interventions)
+    keys = learner.stored_keys()
+    assert sorted(keys) == [("actor-0", s) for s in range(400)]
+    assert learner.keys is not None
+    versions = learner.keys.keys[:400, 2]
+    assert len(set(versions[:200].tolist())) == 1  # one version per episode: swaps only at episode boundaries
+    rows = list(csv.DictReader((tmp_path / "episodes.csv").open()))
+    assert [int(r["episode"]) for r in rows] == [0, 1]
+    assert [int(r["interventions"]) for r in rows] == [66, 66]
+
+
+def test_spool_writer_applies_the_reward_function_and_reports_failures(tmp_path: Path) -> None:
+    schema = wire.TransitionSchema({"policy": wire.ArraySpec((3,), "float32")}, wire.ArraySpec((1,), "float32"))
+    n = 5
+    batch = wire.TransitionBatch(
+        obs={"policy": np.zeros((n, 3), np.float32)},
+        next_obs={"policy": np.ones((n, 3), np.float32)},
+        action=np.zeros((n, 1), np.float32),
+        reward=np.zeros(n, np.float32),
+        done=np.arange(n) == n - 1,
+        truncated=np.zeros(n, bool),
+        episode=np.zeros(n, np.int64),
+        step=np.arange(n, dtype=np.int64),
+        policy_version=np.ones(n, np.int64),
+        intervention=np.zeros(n, bool),
+    )
+    spool = Spool(tmp_path / "a", "actor-0", schema)
+    writer = SpoolWriter(spool, lambda b: b.next_obs["policy"].sum(1))  # a "success classifier"
+    writer.put(batch)
+    writer.close()
+    assert writer.appended == n and writer.idle()
+    ((_, _, message),) = list(spool.pending())
+    decoded = wire.decode(message, schema)
+    assert isinstance(decoded, wire.Transitions)
+    np.testing.assert_array_equal(decoded.batch.reward, np.full(n, 3.0, np.float32))
+    spool.close()
+    bad = SpoolWriter(Spool(tmp_path / "b", "actor-0", schema), lambda b: np.zeros(2))
+    bad.put(batch)
+    with pytest.raises(RuntimeError, match="reward function returned shape"):
+        bad.close()
