@@ -53,7 +53,8 @@ def record_demos(path: Path, episodes: int, seed: int) -> dict[str, float]:
     env = spec.make_env(cfg, "cpu")
     demos = record_expert_demonstrations(env, expert_for("so101-lift", cfg), episodes, seed=seed)
     torch.save(demos.select(*[k for k in demos.keys() if k not in ("episode", "success")]), path)
-    return {"transitions": float(demos.batch_size[0]), **expert_stats(env, expert_for("so101-lift", cfg), 10, seed=seed)}
+    stats = expert_stats(env, expert_for("so101-lift", cfg), 10, seed=seed)
+    return {"transitions": float(demos.batch_size[0]), **stats}
 
 
 def run_config(name: str, parts: tuple[str, ...], args: argparse.Namespace, demos: Path, logdir: Path) -> Path:

@@ -40,7 +40,7 @@ from rslkit.realworld.spool import Spool
 from rslkit.realworld.task_schema import transition_schema
 from rslkit.realworld.transport_client import ActorClient
 from rslkit.realworld.transport_server import DEFAULT_BIND
-from rslkit.recipes import build_run, latest_run, load_run, task_dir_name
+from rslkit.recipes import build_run, load_run, task_dir_name
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 from rslkit.utils.config import apply_overrides, from_dict
 from rslkit.utils.python_command import python_command
@@ -196,9 +196,17 @@ def _new_run_dir(args: argparse.Namespace) -> Path:
 
 
 def _latest_learner_run(args: argparse.Namespace) -> Path:
+    """``--run_dir``, or the newest real-world run of the task (not a train.py run beside it) with a checkpoint."""
     if getattr(args, "run_dir", None):
         return Path(args.run_dir)
-    return latest_run(args.logdir, args.task)
+    task_dir = Path(args.logdir) / task_dir_name(args.task)
+    runs = sorted(p for p in task_dir.glob("*_realworld*") if p.is_dir() and any(p.glob("model_*.pt")))
+    if not runs:
+        raise FileNotFoundError(
+            f"--resume found no real-world learner run with checkpoints under '{task_dir}'; pass --run_dir or "
+            "--checkpoint."
+        )
+    return runs[-1]
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -30,6 +30,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.sac_networks import SACModel
 from rslkit.realworld import wire
 from rslkit.realworld.actor_config import ActorCfg
+from rslkit.realworld.sim_robot import RealTimeRobot, StartStates
 from rslkit.realworld.spool_writer import SpoolWriter
 from rslkit.realworld.transport_client import ActorClient
 from rslkit.realworld.weights import load_actor_arrays
@@ -74,6 +75,8 @@ class ActorSummary:
     returns: list[float]
     successes: list[float | None]
     """Per episode, whether it succeeded (None: the task does not say)."""
+    returned_starts: int = 0
+    """Episodes that began at a state of an earlier successful episode (return-and-explore)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly dict with percentiles instead of the raw lists of latencies."""
@@ -112,6 +115,8 @@ class _Episode:
     steps: int = 0
     interventions: int = 0
     start: float = field(default_factory=time.monotonic)
+    states: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    """Start states captured along the episode (return-and-explore)."""
 
     def add(self, row: dict[str, Any]) -> None:
         """Count one recorded transition."""
@@ -161,12 +166,21 @@ class Actor:
         self.interventions = interventions
         self.writer = SpoolWriter(client.spool, reward_fn)
         self.rng = np.random.default_rng(seed)
+        self.returned_starts = 0
+        """Episodes that began at a stored start state."""
         self.version = 0
         self.episode = self._load_episode()
         self.stop_requested = False
         """Set from another thread (or a signal handler) to end :meth:`run` after the running tick."""
         self._lost_since: float | None = None
         self._report_pending = False
+        self.start_states: StartStates | None = None
+        """Return-and-explore: states of successful episodes that later episodes may start from."""
+        self.robot: RealTimeRobot | None = None
+        if cfg.return_and_explore > 0:
+            if not isinstance(env, RealTimeRobot):
+                raise ValueError("actor.return_and_explore needs a RealTimeRobot env (actor.realtime true).")
+            self.robot, self.start_states = env, StartStates(cfg.return_and_explore, seed=seed)
 
     # ------------------------------------------------------------------ state across restarts
     def _load_episode(self) -> int:
@@ -228,12 +242,15 @@ class Actor:
             act = self.model.act_inference if self.cfg.deterministic else self.model.act
             return act(obs.to("cpu"))[0].numpy().astype(np.float32)
 
-    def _wait_for_learner(self, spooled: int) -> None:
-        """``cfg.lockstep``: wait until the newest weights come from at least the updates owed for ``spooled``
-        transitions (less one publish interval's worth of slack, 100 updates)."""
+    def _wait_for_learner(self) -> None:
+        """``cfg.lockstep``: wait until the newest weights come from at least the updates the learner owes for every
+        transition this actor spooled (over restarts too: the spool's next seq), less one publish interval's worth
+        of slack (100 updates)."""
         assert self.owed_updates is not None
-        owed = self.owed_updates(spooled) - 100
         deadline = time.monotonic() + self.cfg.lockstep_timeout_s
+        while not self.writer.idle() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        owed = self.owed_updates(self.client.spool.next_seq) - 100
         while time.monotonic() < deadline and not self.stop_requested:
             latest = self.client.latest_weights()
             done = latest[1].get("meta/updates") if latest is not None else None
@@ -281,6 +298,8 @@ class Actor:
                     continue
                 t0 = time.perf_counter()
                 self._report_version(rows)
+                if self.robot is not None and episode.steps % self.cfg.start_state_stride == 0:
+                    episode.states.append(self.robot.capture_state())
                 o, action, human = self._choose(obs, run.steps)
                 run.busy_s += time.perf_counter() - t0
                 next_obs, reward, done, extras = self.env.step(torch.from_numpy(action)[None].to(self.env.device))
@@ -296,6 +315,8 @@ class Actor:
                     self._end_episode(run, episode, extras, episodes_csv)
                     csv_file.flush()
                     episode = _Episode()
+                    if not self._limits_reached(run.episodes, run.steps, run.start):
+                        next_obs = self._maybe_return(next_obs)
                 elif self.cfg.swap_every and episode.steps % self.cfg.swap_every == 0:
                     run.swaps += self.swap_weights()
                 obs = next_obs
@@ -309,7 +330,7 @@ class Actor:
         return ActorSummary(
             run.episodes, run.steps, time.monotonic() - run.start, run.busy_s, run.held_s, run.swaps, self.version,
             self.writer.appended, self.client.spool.unacked_count, self.client.push_latencies_s(),
-            self.writer.append_s, run.interventions, run.returns, run.successes,
+            self.writer.append_s, run.interventions, run.returns, run.successes, self.returned_starts,
         )  # fmt: skip
 
     def _choose(self, obs: TensorDict, steps: int) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
@@ -348,12 +369,22 @@ class Actor:
             "intervention": human,
         }
 
+    def _maybe_return(self, obs: TensorDict) -> TensorDict:
+        """Return-and-explore: start the new episode from a stored state (with ``cfg.return_and_explore``)."""
+        state = self.start_states.sample() if self.start_states is not None else None
+        if state is None or self.robot is None:
+            return obs
+        self.returned_starts += 1
+        return self.robot.start_from(state)
+
     def _end_episode(self, run: _Tally, episode: _Episode, extras: dict[str, Any], out: Any) -> None:
         """Log the finished episode, reserve the next number, wait in lockstep, take new weights."""
         success = extras.get("success")
         succeeded = float(success[0]) if success is not None else None
         run.returns.append(episode.ret)
         run.successes.append(succeeded)
+        if self.start_states is not None and succeeded:
+            self.start_states.add_episode(episode.states)
         run.interventions += episode.interventions
         out.writerow(
             (
@@ -371,7 +402,7 @@ class Actor:
         self.episode += 1
         self._save_episode()
         if self.cfg.lockstep:
-            self._wait_for_learner(run.steps)
+            self._wait_for_learner()
         run.swaps += self.swap_weights()
         if self.interventions is not None:
             self.interventions.reset()

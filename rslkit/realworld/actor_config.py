@@ -38,6 +38,11 @@ class ActorCfg:
     interventions: str = "none"
     """Who may take over: ``none``, ``scripted`` (the task's scripted expert, for tests and benchmarks),
     ``keyboard`` or ``gamepad``."""
+    return_and_explore: float = 0.0
+    """VLAC's mode 2: the share of episodes that start from a state of an earlier successful episode (exact
+    simulator state through :meth:`RealTimeRobot.start_from`; needs ``realtime`` and a task with exact state)."""
+    start_state_stride: int = 10
+    """Keep every this many steps of a successful episode as a start state."""
     takeover_prob: float = 1.0
     """``scripted``: chance that a trigger (a stall, leaving the corridor) makes the expert take over..."""
     takeover_decay: float = 1.0
@@ -59,7 +64,17 @@ class ActorCfg:
         for name in ("max_episodes", "max_env_steps", "random_steps", "send_every", "swap_every"):
             value = getattr(self, name)
             expect(isinstance(value, int) and value >= 0, name, f"must be an integer >= 0, got {value}")
-        for name in ("takeover_prob", "takeover_decay"):
+        expect(
+            isinstance(self.start_state_stride, int) and self.start_state_stride >= 1,
+            "start_state_stride",
+            f"must be an integer >= 1, got {self.start_state_stride}",
+        )
+        expect(
+            self.return_and_explore == 0 or self.realtime,
+            "return_and_explore",
+            "needs actor.realtime true (the simulated robot sets the start states)",
+        )
+        for name in ("takeover_prob", "takeover_decay", "return_and_explore"):
             value = getattr(self, name)
             expect(finite(value) and 0 <= value <= 1, name, f"must be in [0, 1], got {value}")
         for name in ("max_time_s", "lost_after_s", "first_weights_timeout_s", "drain_timeout_s", "lockstep_timeout_s"):

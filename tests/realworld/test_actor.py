@@ -4,7 +4,9 @@ swaps weights only at episode boundaries, and its interventions reach both of th
 from __future__ import annotations
 
 import csv
+import socket
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +17,8 @@ from rslkit.realworld import wire
 from rslkit.realworld.actor import Actor
 from rslkit.realworld.actor_config import ActorCfg
 from rslkit.realworld.defaults import realworld_overrides
+from rslkit.realworld.experts import expert_for
+from rslkit.realworld.sim_robot import RealTimeCfg, RealTimeRobot
 from rslkit.realworld.spool import Spool
 from rslkit.realworld.spool_writer import SpoolWriter
 from rslkit.realworld.task_schema import transition_schema
@@ -95,3 +99,54 @@ def test_spool_writer_applies_the_reward_function_and_reports_failures(tmp_path:
     bad.put(batch)
     with pytest.raises(RuntimeError, match="reward function returned shape"):
         bad.close()
+
+
+def lone_actor(tmp_path: Path, task: str, cfg: ActorCfg, **kwargs: Any) -> Actor:
+    """An actor whose learner never answers (nothing listens on its port)."""
+    sim, runner = build_run(task, "sac", realworld_overrides(task), num_envs=1, seed=0)
+    env = RealTimeRobot(sim, cfg.robot) if cfg.realtime else sim
+    spool = Spool(tmp_path / "spool", "actor-0", transition_schema(sim, runner.policy.obs_groups))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = ActorClient(f"127.0.0.1:{port}", "actor-0", spool, config=FAST)
+    return Actor(env, runner.policy, client, cfg, tmp_path, **kwargs)
+
+
+class Expert:
+    """Always the task's scripted expert (every episode succeeds)."""
+
+    def __init__(self, task: str) -> None:
+        self.expert = expert_for(task)
+
+    def reset(self) -> None:
+        pass
+
+    def __call__(self, obs: dict, policy_action: np.ndarray) -> np.ndarray:
+        return self.expert(obs)
+
+
+def test_return_and_explore_starts_episodes_from_states_of_successful_ones(tmp_path: Path) -> None:
+    robot = RealTimeCfg(control_hz=1000.0, home_speed=1000.0, settle_s=0.0, min_reset_s=0.0)
+    cfg = ActorCfg(
+        max_episodes=3, robot=robot, return_and_explore=1.0, first_weights_timeout_s=0.0, drain_timeout_s=0.0
+    )
+    actor = lone_actor(tmp_path, "so101-reach", cfg, interventions=Expert("so101-reach"))
+    summary = actor.run()
+    actor.client.close()
+    assert summary.successes[0] == 1.0  # the first episode succeeded, so its states became start states
+    assert summary.returned_starts == 2  # the next two began at one of them
+    assert actor.start_states is not None and len(actor.start_states) > 0
+
+
+def test_hold_mode_stops_acting_while_the_learner_is_unreachable(tmp_path: Path) -> None:
+    robot = RealTimeCfg(control_hz=50.0)
+    cfg = ActorCfg(
+        max_time_s=1.5, robot=robot, on_learner_lost="hold", lost_after_s=0.2, first_weights_timeout_s=0.0,
+        drain_timeout_s=0.0,
+    )  # fmt: skip
+    actor = lone_actor(tmp_path, "pendulum", cfg)
+    summary = actor.run()
+    actor.client.close()
+    assert summary.held_s >= 1.0
+    assert summary.env_steps <= 20  # about 0.2 s of 50 Hz ticks before it gave the learner up

@@ -59,3 +59,17 @@ def test_local_runs_learner_and_actor_and_stops_both(tmp_path: Path) -> None:
     saved = torch.load(latest_checkpoint(run_dir), weights_only=False)
     assert saved["algorithm"] == "sac" and saved["total_env_steps"] == 400  # the learner stored both episodes
     assert not (run_dir / "learner.json").exists()  # removed when the learner stopped
+
+
+def test_resume_picks_the_newest_real_world_run_not_a_train_run(tmp_path: Path) -> None:
+    from argparse import Namespace
+
+    from rslkit.cli.realworld import _latest_learner_run
+
+    for name in ("2026-01-01_00-00-00_realworld", "2026-01-02_00-00-00_realworld_b", "2026-01-03_00-00-00"):
+        (tmp_path / "pendulum" / name).mkdir(parents=True)
+        (tmp_path / "pendulum" / name / "model_1.pt").touch()
+    args = Namespace(logdir=str(tmp_path), task="pendulum", run_dir=None)
+    assert _latest_learner_run(args).name == "2026-01-02_00-00-00_realworld_b"
+    with pytest.raises(FileNotFoundError, match="no real-world learner run"):
+        _latest_learner_run(Namespace(logdir=str(tmp_path), task="so101-reach", run_dir=None))

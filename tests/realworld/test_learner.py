@@ -168,3 +168,24 @@ def test_learner_pushes_onnx_policies_a_robot_without_torch_can_run(tmp_path: Pa
     with torch.no_grad():
         expected = learner.policy.act_inference(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[4]))
     np.testing.assert_allclose(policy({"policy": obs}), expected.numpy(), atol=1e-5)
+
+
+def test_two_actors_feed_one_learner(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    learner = make_learner(None)
+    learner.serve("127.0.0.1:0")
+    (spool_a, client_a), (spool_b, client_b) = (
+        connect(learner, tmp_path / "a", "arm-a"),
+        connect(learner, tmp_path / "b", "arm-b"),
+    )
+    for episode in range(4):
+        spool_a.append(batch(episode, range(6), rng))
+        spool_b.append(batch(episode, range(9), rng))
+    wait_until(lambda: spool_a.unacked_count == 0 and spool_b.unacked_count == 0, 10, "both acknowledged")
+    client_a.close()
+    client_b.close()
+    learner.stop_serving()
+    keys = learner.stored_keys()
+    assert sorted(k for k in keys if k[0] == "arm-a") == [("arm-a", s) for s in range(24)]
+    assert sorted(k for k in keys if k[0] == "arm-b") == [("arm-b", s) for s in range(36)]
+    assert learner.watermarks.snapshot() == {"arm-a": 23, "arm-b": 35}

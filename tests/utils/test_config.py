@@ -30,7 +30,8 @@ def test_overrides_parse_types():
 
 
 def test_unknown_field_suggests_close_match():
-    with pytest.raises(ValueError, match="Unknown config field .agent.algorithm.learning_rat.. Did you mean: agent.algorithm.learning_rate"):
+    expected = "Unknown config field .agent.algorithm.learning_rat.. Did you mean: agent.algorithm.learning_rate"
+    with pytest.raises(ValueError, match=expected):
         apply_overrides({"agent": PPORunnerCfg()}, ["--agent.algorithm.learning_rat", "1"])
 
 
