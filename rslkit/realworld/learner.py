@@ -192,7 +192,6 @@ class RealWorldLearner(OffPolicyRunner):
             demo = self.buffer.demos.sample(c.batch_size, 1, c.gamma)
             losses.append(float(self.alg.bc_update(demo)["bc"]))
         self.bc_done = True
-        log.info("learner: %d BC warm-start updates, loss %.3f -> %.3f", len(losses), losses[0], losses[-1])
         print(f"BC warm start: {len(losses)} updates, loss {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
         self.publish()
 
