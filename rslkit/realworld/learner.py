@@ -19,7 +19,6 @@ targets (RLPD and HIL-SERL do too).
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections import deque
@@ -46,7 +45,6 @@ from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import validate
 
-log = logging.getLogger(__name__)
 OnnxArrays = Callable[[SACModel, VecEnv], dict[str, np.ndarray]]
 """``(policy, env) -> {"policy.onnx": uint8 array}``: exports the current policy (``rslkit.deploy.onnx_weights``,
 handed in by the command line, since the deploy layer sits above this one)."""
