@@ -196,6 +196,22 @@ def test_encode_refuses_what_decode_would() -> None:
         wire.encode(wire.Transitions("a", seq[:0], batch, SCHEMA))
 
 
+def test_encoding_transitions_imports_nothing_on_the_control_path() -> None:
+    """The first encode must not import a module (numpy.ma once took ~30 ms under the GIL on a robot's first append)."""
+    code = (
+        "import sys, numpy as np\n"
+        "sys.path.insert(0, 'tests/realworld')\n"
+        "from wire_samples import SCHEMA, make_batch\n"
+        "from rslkit.realworld import wire\n"
+        "batch = make_batch(5, np.random.default_rng(0))\n"
+        "m = wire.Transitions('a', np.arange(5, dtype=np.int64), batch, SCHEMA)\n"
+        "before = set(sys.modules)\n"
+        "wire.decode(wire.encode(m), SCHEMA)\n"
+        "assert set(sys.modules) == before, sorted(set(sys.modules) - before)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=PACKAGE.parents[1])
+
+
 def test_importing_the_robot_side_loads_no_torch() -> None:
     code = (
         "import sys, importlib, numpy as np\n"

@@ -114,29 +114,8 @@ class SpoolWriter:
         """Transitions dropped because ``max_buffered`` were waiting (the disk was slower than the robot)."""
         self.refused = 0
         """Transitions the spool refused (a value the learner would refuse too, or the spool closed)."""
-        self._warm_up()
         self._thread = threading.Thread(target=self._run, name="rslkit-actor-spool", daemon=True)
         self._thread.start()
-
-    def _warm_up(self) -> None:
-        """Encode one zero transition, unsent: the first encode imports what ``np.unique`` needs (``numpy.ma``, ~20
-        ms holding the GIL), which would otherwise stall the control loop at the first episode end."""
-        schema = self.spool.schema
-        obs = {g: np.zeros((1, *spec.shape), spec.dtype) for g, spec in schema.obs.items()}
-        flag, index = np.zeros(1, bool), np.zeros(1, np.int64)
-        batch = wire.TransitionBatch(
-            obs=obs,
-            action=np.zeros((1, *schema.action.shape), schema.action.dtype),
-            reward=np.zeros(1, np.float32),
-            done=flag,
-            truncated=flag,
-            next_obs=obs,
-            episode=index,
-            step=index,
-            policy_version=index,
-            intervention=flag,
-        )
-        wire.encode(wire.Transitions(self.spool.actor_id, index, batch, schema))
 
     def submit(self, rows: list[Row]) -> bool:
         """Queue ``rows`` for the spool without waiting; False (and counted as dropped) when the buffer is full."""
