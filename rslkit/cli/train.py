@@ -13,6 +13,8 @@ from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes import build_run, latest_run, load_run, task_dir_name
+from rslkit.recipes.learned_reward import RewardChoice
+from rslkit.rewards.value import ValueCfg
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.allocator import share_one_malloc_arena
 from rslkit.utils.checkpoint import latest_checkpoint
@@ -39,6 +41,24 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument("--pretrained", help="flow-bc checkpoint to fine-tune with --algo reinflow")
     parser.add_argument(
         "--threads", type=int, help="torch intra-op CPU threads (default: torch's; 1 is fastest for small nets)"
+    )
+    parser.add_argument(
+        "--reward", default="task", help="task (the env's reward) or learned:PATH (a progress critic, rslkit.rewards)"
+    )
+    parser.add_argument("--reward_goal", help="language goal for --reward learned:PATH (default: the critic's goal)")
+    parser.add_argument("--reward_stride", type=int, default=1, help="control steps between critic calls")
+    parser.add_argument("--reward_dead_band", type=float, default=0.02, help="|progress| below this counts as 0")
+    parser.add_argument(
+        "--reward_done_threshold", type=float, default=0.9, help="critic done probability that ends an episode"
+    )
+    parser.add_argument(
+        "--reward_end_on_done",
+        type=lambda v: v.lower() in ("1", "true", "yes"),
+        default=True,
+        help="end episodes when the critic's done probability reaches the threshold (true|false, default true)",
+    )
+    parser.add_argument(
+        "--reward_done_bonus", type=float, default=0.0, help="weight of the critic's done probability in each reward"
     )
     args, overrides = parser.parse_known_args(argv)
 
@@ -82,6 +102,8 @@ def _build(
     if args.resume:
         if args.dataset or args.pretrained:
             parser.error("--dataset and --pretrained start a run; a resumed run keeps its own")
+        if args.reward != "task":
+            parser.error("--reward starts a run; a resumed run keeps the reward it was trained with")
         ckpt = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(latest_run(args.logdir, args.task))
         env, runner, _ = load_run(
             ckpt, seed=args.seed, overrides=overrides, resume=True, task=args.task, algo=args.algo, **common
@@ -93,6 +115,14 @@ def _build(
         run_dir = Path(args.logdir) / task_dir_name(args.task) / name
         fields = {k: getattr(args, k) for k in ("dataset", "pretrained") if getattr(args, k) is not None}
         seed = 0 if args.seed is None else args.seed
+        value = ValueCfg(
+            args.reward_dead_band,
+            args.reward_stride,
+            args.reward_done_threshold,
+            done_bonus=args.reward_done_bonus,
+            end_on_done=args.reward_end_on_done,
+        )
+        reward = RewardChoice(args.reward, args.reward_goal, value)
         env, runner = build_run(
             args.task,
             args.algo,
@@ -100,6 +130,7 @@ def _build(
             seed=seed,
             agent_fields=fields,
             log_dir=run_dir,
+            reward=reward,
             **common,
         )
         if args.checkpoint:

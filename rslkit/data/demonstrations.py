@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from rslkit.data.lerobot_cameras import check_frames
+
 OBS_KEY = "observation.state"
 """LeRobot feature name of the (proprioceptive) observation vector."""
 ACTION_KEY = "action"
@@ -26,7 +28,9 @@ class Episode:
         actions: ``[T, A]`` action executed at each frame.
         rewards: ``[T]`` reward of each action, or None.
         dones: ``[T]`` bool, True where the action ended the episode (usually only the last frame), or None.
-        task: language description of the task (LeRobot ``meta/tasks.parquet``).
+        task: the language goal of the episode (stored in LeRobot's ``meta/tasks.parquet``).
+        images: ``{camera name: [T, H, W, 3] uint8}`` RGB frame seen with each observation (camera ``front`` is
+            the dataset feature ``observation.images.front``); empty for state-only episodes.
     """
 
     observations: torch.Tensor
@@ -34,6 +38,7 @@ class Episode:
     rewards: torch.Tensor | None = None
     dones: torch.Tensor | None = None
     task: str = ""
+    images: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         t = self.observations.shape[0]
@@ -46,6 +51,8 @@ class Episode:
             value = getattr(self, name)
             if value is not None and value.shape != (t,):
                 raise ValueError(f"Episode {name} must have shape [{t}], got {list(value.shape)}.")
+        for camera, frames in self.images.items():
+            check_frames(camera, frames, t)
 
     def __len__(self) -> int:
         return int(self.observations.shape[0])
@@ -63,8 +70,12 @@ class Demonstrations:
         rewards: ``[F]`` or None; dones: ``[F]`` bool or None.
         stats: ``meta/stats.json`` content ``{feature: {stat: list}}``.
         fps: frames per second of the recording.
-        tasks: task strings by ``task_index``.
+        tasks: task strings (language goals) by ``task_index``.
         info: ``meta/info.json`` content.
+        task_index: ``[F]`` int64 task of each frame (an index into ``tasks``), or None.
+        images: ``{camera name: [F, H, W, 3] uint8}`` for the cameras the reader was asked for (all in memory:
+            ``F * H * W * 3`` bytes per camera); empty when none was asked for.
+        available_cameras: every camera the dataset has (image and video features), loaded or not.
     """
 
     observations: torch.Tensor
@@ -78,6 +89,9 @@ class Demonstrations:
     fps: int = 0
     tasks: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    task_index: torch.Tensor | None = None
+    images: dict[str, torch.Tensor] = field(default_factory=dict)
+    available_cameras: list[str] = field(default_factory=list)
 
     @property
     def num_episodes(self) -> int:

@@ -1,12 +1,16 @@
-"""Read a LeRobotDataset v3.0 (state and action features) into :class:`~rslkit.data.Demonstrations`.
+"""Read a LeRobotDataset v3.0 (state, action and, on request, camera features) into
+:class:`~rslkit.data.Demonstrations`.
 
-Every problem a user can fix gets a ``ValueError`` that says how: a missing or v2.1 layout, missing statistics,
-missing features, broken episode bookkeeping, NaN or inf values.
+Cameras (``image`` and ``video`` features) are loaded only when asked for by name: a state-only caller gets none,
+and ``Demonstrations.available_cameras`` lists what it left out. Every problem a user can fix gets a ``ValueError``
+that says how: a missing or v2.1 layout, missing statistics, missing features or cameras, broken episode
+bookkeeping, NaN or inf values, missing or mismatched video files.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,62 +19,12 @@ import pyarrow.parquet as pq
 import torch
 
 from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, OBS_KEY, REWARD_KEY, Demonstrations
-from rslkit.data.lerobot_format import (
-    CODEBASE_VERSION,
-    CONVERT_HINT,
-    DATA_PATH,
-    EPISODES_DIR,
-    INFO_PATH,
-    RECORD_HINT,
-    STATS_HINT,
-    STATS_PATH,
-    TASKS_PATH,
-    dataset_path,
-)
+from rslkit.data.lerobot_camera_reader import read_image_feature, read_video_feature
+from rslkit.data.lerobot_cameras import dataset_cameras, select_cameras
+from rslkit.data.lerobot_format import DATA_PATH, EPISODES_DIR, INFO_PATH, RECORD_HINT, STATS_PATH, dataset_path
+from rslkit.data.lerobot_meta import INFO_FIX, read_info, read_stats, read_tasks
 from rslkit.data.stats import feature_stats
-
-INFO_FIX = "repair the file or re-create the dataset"
-
-
-def _read_json(path: Path, fix: str) -> dict:
-    """The JSON object in ``path``; ValueError naming the file (and ``fix``) when it is not one."""
-    try:
-        data = json.loads(path.read_text())
-    except UnicodeDecodeError as err:
-        raise ValueError(f"'{path}' is not a UTF-8 text file ({err.reason}); {fix}.") from err
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"'{path}' is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); {fix}."
-        ) from err
-    if not isinstance(data, dict):
-        raise ValueError(f"'{path}' must hold a JSON object, got a {type(data).__name__}; {fix}.")
-    return data
-
-
-def _read_info(root: Path) -> dict:
-    if not root.exists():
-        raise FileNotFoundError(f"Dataset '{root}' does not exist; {RECORD_HINT}.")
-    path = root / INFO_PATH
-    if not path.is_file():
-        legacy = (root / "meta" / "episodes.jsonl").exists()
-        hint = CONVERT_HINT if legacy else RECORD_HINT
-        raise ValueError(f"'{root}' is not a LeRobotDataset v3.0 (no {INFO_PATH}); {hint}.")
-    info = _read_json(path, INFO_FIX)
-    missing = [k for k in ("codebase_version", "features") if k not in info]
-    if missing:
-        raise ValueError(f"'{path}' lacks the keys {missing} of every LeRobotDataset v3.0; {INFO_FIX}.")
-    version = info["codebase_version"]
-    if version != CODEBASE_VERSION:
-        raise ValueError(
-            f"Dataset '{root}' has codebase_version {version!r}, rslkit reads '{CODEBASE_VERSION}'; {CONVERT_HINT}."
-        )
-    if not isinstance(info["features"], dict):
-        raise ValueError(f"'{path}' key 'features' must map feature names to objects; {INFO_FIX}.")
-    if not isinstance(info.get("data_path", DATA_PATH), str):
-        raise ValueError(f"'{path}' key 'data_path' must be a path template like '{DATA_PATH}'; {INFO_FIX}.")
-    if not isinstance(info.get("fps", 0), (int, float)):
-        raise ValueError(f"'{path}' key 'fps' must be a number, got {info['fps']!r}; {INFO_FIX}.")
-    return info
+from rslkit.data.video import TIMESTAMP_TOLERANCE_S
 
 
 def _check_feature(root: Path, info: dict, key: str) -> int:
@@ -90,7 +44,8 @@ def _check_feature(root: Path, info: dict, key: str) -> int:
     if len(shape) != 1 or not isinstance(shape[0], int) or feature["dtype"] not in ("float32", "float64"):
         raise ValueError(
             f"Feature '{key}' of '{root}' must be a float vector, got dtype {feature.get('dtype')} "
-            f"shape {shape}; image and video features are not supported for state-based training."
+            f"shape {shape}; camera frames belong in image/video features 'observation.images.<name>', read with "
+            "read_lerobot_dataset(root, cameras=[...])."
         )
     return int(shape[0])
 
@@ -119,7 +74,8 @@ def _read_episodes(root: Path) -> pa.Table:
     return table.sort_by("dataset_from_index")
 
 
-def _read_frames(root: Path, info: dict, episodes: pa.Table) -> pa.Table:
+def _read_frames(root: Path, info: dict, episodes: pa.Table, skip: set[str]) -> pa.Table:
+    """All frames sorted by global index, without the columns in ``skip`` (image features nobody asked for)."""
     template = info.get("data_path", DATA_PATH)
     pairs = sorted(set(zip(episodes["data/chunk_index"].to_pylist(), episodes["data/file_index"].to_pylist())))
     tables = []
@@ -129,7 +85,7 @@ def _read_frames(root: Path, info: dict, episodes: pa.Table) -> pa.Table:
             raise ValueError(
                 f"Data file '{path}' listed in the episodes metadata is missing; re-download or re-record the dataset."
             )
-        tables.append(pq.read_table(path))
+        tables.append(pq.read_table(path, columns=[c for c in pq.read_schema(path).names if c not in skip]))
     frames = pa.concat_tables(tables)
     if "index" not in frames.column_names or "episode_index" not in frames.column_names:
         raise ValueError(f"Data files of '{root}' lack the 'index'/'episode_index' columns every LeRobot file has.")
@@ -164,41 +120,34 @@ def _check_finite(root: Path, key: str, values: np.ndarray, ep_of_frame: np.ndar
         )
 
 
-def _read_stats(root: Path, dims: dict[str, int]) -> dict:
-    if not (root / STATS_PATH).is_file():
-        raise ValueError(
-            f"Dataset '{root}' has no {STATS_PATH} (normalization needs min/max); {STATS_HINT.format(root=root)}."
-        )
-    stats = _read_json(root / STATS_PATH, STATS_HINT.format(root=root))
-    for key, dim in dims.items():
-        entry = stats.get(key, {})
-        for stat in ("min", "max"):
-            value = np.asarray(entry.get(stat, []), dtype=np.float64).reshape(-1)
-            if value.size != dim or not np.isfinite(value).all():
-                raise ValueError(
-                    f"{STATS_PATH} of '{root}' lacks a finite '{key}/{stat}' of size {dim}; "
-                    f"{STATS_HINT.format(root=root)}."
-                )
-    return stats
+def _read_cameras(
+    root: Path,
+    info: dict,
+    cameras: Sequence[str] | str,
+    episodes: pa.Table,
+    frames: pa.Table,
+    bounds: tuple[np.ndarray, np.ndarray],
+    tolerance_s: float,
+) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, key in select_cameras(root, info["features"], cameras).items():
+        if info["features"][key]["dtype"] == "image":
+            out[name] = torch.from_numpy(read_image_feature(root, key, info["features"][key], frames))
+        else:
+            out[name] = torch.from_numpy(read_video_feature(root, info, key, episodes, frames, bounds, tolerance_s))
+    return out
 
 
-def _read_tasks(root: Path) -> list[str]:
-    path = root / TASKS_PATH
-    if not path.is_file():
-        return []
-    table = pq.read_table(path)
-    names = [c for c in table.column_names if c != "task_index" and pa.types.is_string(table[c].type)]
-    if "task_index" not in table.column_names or not names:
-        return []
-    order = np.argsort(table["task_index"].to_numpy())
-    return [table[names[0]].to_pylist()[i] for i in order]
-
-
-def _load(root: Path, require_stats: bool) -> Demonstrations:
-    info = _read_info(root)
+def _load(
+    root: Path, require_stats: bool, cameras: Sequence[str] | str = (), tolerance_s: float = 0.0
+) -> Demonstrations:
+    info = read_info(root)
     obs_dim, act_dim = _check_feature(root, info, OBS_KEY), _check_feature(root, info, ACTION_KEY)
+    selected = select_cameras(root, info["features"], cameras)  # a missing camera fails before any data is read
     episodes = _read_episodes(root)
-    frames = _read_frames(root, info, episodes)
+    frames = _read_frames(
+        root, info, episodes, set(dataset_cameras(info["features"]).values()) - set(selected.values())
+    )
     for key in (OBS_KEY, ACTION_KEY):
         if key not in frames.column_names:
             raise ValueError(f"Data files of '{root}' have no '{key}' column although meta/info.json lists it.")
@@ -208,14 +157,17 @@ def _load(root: Path, require_stats: bool) -> Demonstrations:
     act = _to_numpy(frames[ACTION_KEY], act_dim, ACTION_KEY).astype(np.float32)
     _check_finite(root, OBS_KEY, obs, ep_of_frame)
     _check_finite(root, ACTION_KEY, act, ep_of_frame)
-    rewards = dones = None
+    rewards = dones = task_index = None
     if REWARD_KEY in frames.column_names:
         r = _to_numpy(frames[REWARD_KEY], 1, REWARD_KEY).reshape(-1).astype(np.float32)
         _check_finite(root, REWARD_KEY, r, ep_of_frame)
         rewards = torch.from_numpy(r)
     if DONE_KEY in frames.column_names:
         dones = torch.from_numpy(_to_numpy(frames[DONE_KEY], 1, DONE_KEY).reshape(-1).astype(bool))
-    stats = _read_stats(root, {OBS_KEY: obs_dim, ACTION_KEY: act_dim}) if require_stats else {}
+    if "task_index" in frames.column_names:
+        task_index = torch.from_numpy(frames["task_index"].to_numpy().astype(np.int64))
+    stats = read_stats(root, {OBS_KEY: obs_dim, ACTION_KEY: act_dim}) if require_stats else {}
+    images = _read_cameras(root, info, cameras, episodes, frames, (row_from, row_to), tolerance_s)
     return Demonstrations(
         observations=torch.from_numpy(obs),
         actions=torch.from_numpy(act),
@@ -226,20 +178,36 @@ def _load(root: Path, require_stats: bool) -> Demonstrations:
         dones=dones,
         stats=stats,
         fps=int(info.get("fps", 0)),
-        tasks=_read_tasks(root),
+        tasks=read_tasks(root),
         info=info,
+        task_index=task_index,
+        images=images,
+        available_cameras=list(dataset_cameras(info["features"])),
     )
 
 
-def read_lerobot_dataset(root: str | Path) -> Demonstrations:
-    """Load the ``observation.state``/``action`` frames, episode bounds and statistics of a v3.0 dataset.
+def read_lerobot_dataset(
+    root: str | Path, cameras: Sequence[str] | str = (), tolerance_s: float = TIMESTAMP_TOLERANCE_S
+) -> Demonstrations:
+    """Load the ``observation.state``/``action`` frames, episode bounds, tasks and statistics of a v3.0 dataset,
+    and the frames of the cameras asked for.
+
+    Args:
+        root: the dataset folder (with ``meta/``, ``data/`` and, for video features, ``videos/``).
+        cameras: camera names to load into ``Demonstrations.images`` (``front`` for ``observation.images.front``;
+            full keys work too), ``"all"`` for every camera, ``()`` for none: image and video features are then
+            ignored, and ``Demonstrations.available_cameras`` names them. Loaded frames live in memory,
+            ``F * H * W * 3`` bytes per camera.
+        tolerance_s: how far a decoded video frame's time may lie from the frame's timestamp (LeRobot's 1e-4 s).
 
     Raises:
         FileNotFoundError: when ``root`` does not exist.
-        ValueError: for a non-v3.0 layout, missing features or statistics, inconsistent episode metadata, or NaN/inf
-            values; the message says how to fix it.
+        ValueError: for a non-v3.0 layout, missing features, cameras or statistics, inconsistent episode metadata,
+            NaN/inf values, or a missing video file or frames of another size than declared; the message says how
+            to fix it.
+        ImportError: when a video camera is asked for and PyAV is not installed.
     """
-    return _load(Path(root), require_stats=True)
+    return _load(Path(root), require_stats=True, cameras=cameras, tolerance_s=tolerance_s)
 
 
 def recompute_stats(root: str | Path) -> dict:

@@ -1,8 +1,10 @@
 """Write demonstrations as a LeRobotDataset v3.0 (readable by LeRobot >= 0.4 and by :mod:`rslkit.data`).
 
 One data file and one episodes file (``chunk-000/file-000``) hold all episodes; vectors are fixed-size parquet
-lists, scalars plain columns, exactly as LeRobot stores them. Videos and images are not written (state-based
-demonstrations).
+lists, scalars plain columns, exactly as LeRobot stores them. Each camera of the episodes becomes a ``video``
+feature: one MP4 per camera, episodes back to back (:mod:`rslkit.data.lerobot_video_writer`). The episodes
+metadata carries per-episode statistics of every feature, typed as lerobot writes them, so that lerobot can append
+episodes to the dataset and reopen it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, OBS_KEY, REWARD_KEY, Episode
+from rslkit.data.lerobot_episode_stats import episode_stats_columns, lerobot_stats
 from rslkit.data.lerobot_format import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -26,9 +29,12 @@ from rslkit.data.lerobot_format import (
     INFO_PATH,
     STATS_PATH,
     TASKS_PATH,
+    VIDEO_PATH,
     dataset_path,
 )
-from rslkit.data.stats import feature_stats
+from rslkit.data.lerobot_video_writer import camera_frames, write_videos
+from rslkit.data.stats import aggregate_stats
+from rslkit.data.video import DEFAULT_CODEC, check_encoder
 
 
 def _column(values: np.ndarray) -> pa.Array:
@@ -87,7 +93,10 @@ def _tasks_table(tasks: list[str]) -> pa.Table:
     return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
 
 
-def _episodes_table(episodes: Sequence[Episode], cols: dict[str, np.ndarray], stat_keys: list[str]) -> pa.Table:
+def _episodes_table(
+    episodes: Sequence[Episode], video_columns: dict[str, pa.Array], stats_columns: dict[str, pa.Array]
+) -> pa.Table:
+    """One row per episode, columns in lerobot's order (bookkeeping, videos, stats, then the metadata file)."""
     lengths = np.array([len(ep) for ep in episodes], dtype=np.int64)
     ends = np.cumsum(lengths)
     zeros = np.zeros(len(episodes), dtype=np.int64)
@@ -99,15 +108,50 @@ def _episodes_table(episodes: Sequence[Episode], cols: dict[str, np.ndarray], st
         "data/file_index": pa.array(zeros),
         "dataset_from_index": pa.array(ends - lengths),
         "dataset_to_index": pa.array(ends),
+        **video_columns,
+        **stats_columns,
         "meta/episodes/chunk_index": pa.array(zeros),
         "meta/episodes/file_index": pa.array(zeros),
     }
-    per_episode = [{k: feature_stats(cols[k][a:b]) for k in stat_keys} for a, b in zip(ends - lengths, ends)]
-    for key in stat_keys:
-        for stat in per_episode[0][key]:
-            values = np.array([s[key][stat] for s in per_episode])
-            data[f"stats/{key}/{stat}"] = _list_column(values.reshape(len(values), -1))
     return pa.table(data)
+
+
+def _per_episode_stats(
+    features: dict[str, dict], cols: dict[str, np.ndarray], cameras: dict[str, list[np.ndarray]], ends: np.ndarray
+) -> list[dict[str, dict[str, list]]]:
+    """``[{feature: {stat: list}}]`` for every feature, one entry per episode."""
+    starts = np.concatenate([[0], ends[:-1]])
+    return [
+        {
+            key: lerobot_stats(cameras[key][e] if key in cameras else cols[key][a:b], ft["dtype"])
+            for key, ft in features.items()
+        }
+        for e, (a, b) in enumerate(zip(starts, ends))
+    ]
+
+
+def _check_episodes(episodes: Sequence[Episode], fps: int) -> None:
+    if not episodes:
+        raise ValueError("No episodes to write; record at least one episode.")
+    if fps < 1:
+        raise ValueError(f"fps must be a positive integer, got {fps}.")
+    dims = {(ep.observations.shape[1], ep.actions.shape[1]) for ep in episodes}
+    if len(dims) != 1:
+        raise ValueError(f"All episodes need the same observation and action sizes, got {sorted(dims)}.")
+
+
+def _vector_features(
+    cols: dict[str, np.ndarray], obs_names: Sequence[str] | None, action_names: Sequence[str] | None
+) -> dict[str, dict]:
+    features = {
+        OBS_KEY: _feature("float32", cols[OBS_KEY].shape[1], obs_names),
+        ACTION_KEY: _feature("float32", cols[ACTION_KEY].shape[1], action_names),
+    }
+    if REWARD_KEY in cols:
+        features[REWARD_KEY] = _feature("float32", 1, None)
+    if DONE_KEY in cols:
+        features[DONE_KEY] = _feature("bool", 1, None)
+    return features
 
 
 def write_lerobot_dataset(
@@ -118,71 +162,71 @@ def write_lerobot_dataset(
     obs_names: Sequence[str] | None = None,
     action_names: Sequence[str] | None = None,
     overwrite: bool = False,
+    video_codec: str = DEFAULT_CODEC,
 ) -> Path:
     """Write ``episodes`` as a LeRobotDataset v3.0 under ``root``.
 
     Features: ``observation.state [D]``, ``action [A]``, ``next.reward`` and ``next.done`` when every episode
-    has them, plus LeRobot's ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``.
+    has them, a ``video`` feature ``observation.images.<name> [H, W, 3]`` per camera of ``Episode.images``, plus
+    LeRobot's ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``. Each episode's
+    ``task`` (its language goal) goes to ``meta/tasks.parquet``.
+
+    Args:
+        video_codec: PyAV encoder of the camera videos: ``libsvtav1`` (AV1, LeRobot's default) or e.g. ``libx264``.
 
     Returns:
         ``root`` as a Path.
 
     Raises:
-        ValueError: for no episodes, inconsistent sizes, non-finite values, or an existing dataset without
-            ``overwrite``.
+        ValueError: for no episodes, inconsistent sizes or cameras, non-finite values, odd image sizes, a missing
+            video encoder, or an existing dataset without ``overwrite``.
+        ImportError: for episodes with cameras when PyAV is not installed.
     """
     root = Path(root)
-    if not episodes:
-        raise ValueError("No episodes to write; record at least one episode.")
-    if fps < 1:
-        raise ValueError(f"fps must be a positive integer, got {fps}.")
-    dims = {(ep.observations.shape[1], ep.actions.shape[1]) for ep in episodes}
-    if len(dims) != 1:
-        raise ValueError(f"All episodes need the same observation and action sizes, got {sorted(dims)}.")
+    _check_episodes(episodes, fps)
+    cameras = camera_frames(episodes)
+    if cameras:
+        check_encoder(video_codec)
     if (root / INFO_PATH).exists():
         if not overwrite:
             raise ValueError(f"'{root}' already holds a dataset; choose another --out or pass overwrite=True.")
-        for sub in ("meta", "data"):
+        for sub in ("meta", "data", "videos"):
             shutil.rmtree(root / sub, ignore_errors=True)
     tasks = list(dict.fromkeys(ep.task for ep in episodes))
     cols = _frame_columns(episodes, fps, {t: i for i, t in enumerate(tasks)})
     for key in (OBS_KEY, ACTION_KEY, REWARD_KEY):
         if key in cols and not np.isfinite(cols[key]).all():
             raise ValueError(f"Feature '{key}' has NaN or inf values; fix the recording before writing.")
-    obs_dim, act_dim = dims.pop()
-    features = {
-        OBS_KEY: _feature("float32", obs_dim, obs_names),
-        ACTION_KEY: _feature("float32", act_dim, action_names),
-    }
-    if REWARD_KEY in cols:
-        features[REWARD_KEY] = _feature("float32", 1, None)
-    if DONE_KEY in cols:
-        features[DONE_KEY] = _feature("bool", 1, None)
-    features.update(DEFAULT_FEATURES)
-    numeric = [k for k in features if features[k]["dtype"] != "bool"]
+    video_features, video_columns = write_videos(root, cameras, fps, video_codec)
+    features = {**_vector_features(cols, obs_names, action_names), **video_features, **DEFAULT_FEATURES}
+    per_episode = _per_episode_stats(features, cols, cameras, np.cumsum([len(ep) for ep in episodes]))
 
     data_file = dataset_path(root, DATA_PATH)
     data_file.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({k: _column(cols[k]) for k in features}), data_file)
+    pq.write_table(pa.table({k: _column(cols[k]) for k in features if k not in video_features}), data_file)
     episodes_file = dataset_path(root, EPISODES_PATH)
     episodes_file.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(_episodes_table(episodes, cols, [OBS_KEY, ACTION_KEY]), episodes_file)
+    stats_columns = episode_stats_columns(features, per_episode)
+    pq.write_table(_episodes_table(episodes, video_columns, stats_columns), episodes_file)
     pq.write_table(_tasks_table(tasks), root / TASKS_PATH)
-    (root / STATS_PATH).write_text(json.dumps({k: feature_stats(cols[k]) for k in numeric}, indent=4))
-    n_frames = int(cols["index"].shape[0])
+    stats = {
+        k: lerobot_stats(cols[k], ft["dtype"]) if k in cols else aggregate_stats([s[k] for s in per_episode])
+        for k, ft in features.items()
+    }
+    (root / STATS_PATH).write_text(json.dumps(stats, indent=4))
     info = {
         "codebase_version": CODEBASE_VERSION,
         "robot_type": robot_type,
         "total_episodes": len(episodes),
-        "total_frames": n_frames,
+        "total_frames": int(cols["index"].shape[0]),
         "total_tasks": len(tasks),
         "chunks_size": CHUNKS_SIZE,
         "data_files_size_in_mb": 100,
-        "video_files_size_in_mb": 500,
+        "video_files_size_in_mb": 200,
         "fps": int(fps),
         "splits": {"train": f"0:{len(episodes)}"},
         "data_path": DATA_PATH,
-        "video_path": None,
+        "video_path": VIDEO_PATH if video_features else None,
         "features": features,
     }
     (root / INFO_PATH).write_text(json.dumps(info, indent=4))

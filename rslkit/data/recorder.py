@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 import torch
 from tensordict import TensorDict
 
 from rslkit.data.demonstrations import Episode
+from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
+
+Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
+"""One step of all envs: observations, executed actions, rewards, dones, camera frames."""
 
 
 def _action_bounds(env: VecEnv) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -19,6 +23,37 @@ def _action_bounds(env: VecEnv) -> tuple[torch.Tensor, torch.Tensor] | None:
         high = torch.as_tensor(space.high, dtype=torch.float32, device=env.device).reshape(-1)
         return low, high
     return None
+
+
+def _check_cameras(obs: TensorDict, cameras: Sequence[str], n: int) -> dict[str, str]:
+    """``{camera name: observation group}``; raises unless each group holds uint8 ``[N, H, W, 3]`` frames."""
+    groups = {name: camera_group(name) for name in cameras}
+    for name, group in groups.items():
+        if group not in obs.keys():
+            raise ValueError(
+                f"The env has no camera '{name}' (no observation group '{group}'; it has {sorted(obs.keys())}). "
+                f"Turn the camera on in the env config (`--env.cameras {name}` on the command line), or record "
+                "without it."
+            )
+        frames = obs[group]
+        if frames.dtype != torch.uint8 or frames.dim() != 4 or frames.shape[0] != n or frames.shape[-1] != 3:
+            raise ValueError(
+                f"Observation group '{group}' must hold uint8 RGB frames [{n}, H, W, 3], got {frames.dtype} "
+                f"{list(frames.shape)}; fix the task's camera observation."
+            )
+    return groups
+
+
+def _episode(steps: list[Step], i: int, task: str) -> Episode:
+    """Env ``i``'s episode from its ``steps``."""
+    return Episode(
+        observations=torch.stack([h[0][i] for h in steps]),
+        actions=torch.stack([h[1][i] for h in steps]),
+        rewards=torch.stack([h[2][i] for h in steps]),
+        dones=torch.stack([h[3][i] for h in steps]),
+        task=task,
+        images={name: torch.stack([h[4][name][i] for h in steps]) for name in steps[0][4]},
+    )
 
 
 @torch.inference_mode()
@@ -32,6 +67,7 @@ def record_episodes(
     task: str = "",
     generator: torch.Generator | None = None,
     action_smoothing: float = 0.0,
+    cameras: Sequence[str] = (),
 ) -> list[Episode]:
     """Run ``policy`` in all envs until ``num_episodes`` complete episodes were recorded.
 
@@ -47,18 +83,21 @@ def record_episodes(
         action_noise: std of the Gaussian noise added to every action (imperfect demonstrations).
         obs_group: observation group stored as ``observation.state``.
         reset_policy: called with ``dones [N]`` after each step (chunked or recurrent policies).
-        task: task description stored with each episode.
+        task: language goal stored with each episode (LeRobot's ``meta/tasks.parquet``).
         generator: random generator of the action noise.
         action_smoothing: ``alpha`` in ``[0, 1)`` of the filter ``a_t = alpha a_{t-1} + (1 - alpha) pi(o_t)``, restarted
             at every episode; smooth demonstrations, like a person's teleoperation, are easier to clone than the
             step-to-step jitter of an RL policy. 0: off.
+        cameras: camera names whose observation groups ``camera_<name>`` (uint8 ``[N, H, W, 3]``) are stored as
+            ``Episode.images[name]``, the frame seen with each observation. Frames are kept on the CPU until
+            their episode ends: ``N * H * W * 3`` bytes per camera and step of the longest open episode.
 
     Returns:
-        ``num_episodes`` episodes with observations, actions, rewards and dones.
+        ``num_episodes`` episodes with observations, actions, rewards, dones and camera frames.
 
     Raises:
-        ValueError: for a missing observation group, a non-positive episode count or ``action_smoothing`` outside
-            ``[0, 1)``.
+        ValueError: for a missing observation group or camera, camera frames that are not uint8 ``[N, H, W, 3]``,
+            a non-positive episode count or ``action_smoothing`` outside ``[0, 1)``.
         RuntimeError: when no episode finishes within 10 episode lengths.
     """
     if num_episodes < 1:
@@ -68,9 +107,11 @@ def record_episodes(
     obs = env.get_observations()
     if obs_group not in obs.keys():
         raise ValueError(f"The env has no observation group '{obs_group}' (it has {sorted(obs.keys())}).")
-    bounds = _action_bounds(env)
     n = env.num_envs
-    history: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    groups = _check_cameras(obs, cameras, n)
+    bounds = _action_bounds(env)
+    history: list[Step] = []
+    offset = 0  # step number of history[0]: steps every open episode started after are dropped
     start = torch.zeros(n, dtype=torch.long)
     valid = (env.episode_length_buf == 0).cpu()
     episodes: list[Episode] = []
@@ -89,23 +130,17 @@ def record_episodes(
             actions = torch.maximum(torch.minimum(actions, bounds[1]), bounds[0])
         next_obs, rewards, dones, _ = env.step(actions)
         previous, fresh = actions, dones.cpu().bool().reshape(n, 1)
-        history.append((obs[obs_group].cpu(), actions.cpu(), rewards.cpu().float(), dones.cpu().bool()))
+        images = {name: obs[group].to("cpu", copy=True) for name, group in groups.items()}
+        history.append((obs[obs_group].cpu(), actions.cpu(), rewards.cpu().float(), dones.cpu().bool(), images))
         if reset_policy is not None:
             reset_policy(dones)
         for i in dones.cpu().nonzero().squeeze(-1).tolist():
             if valid[i] and len(episodes) < num_episodes:
-                steps = history[int(start[i]) : step + 1]
-                episodes.append(
-                    Episode(
-                        observations=torch.stack([h[0][i] for h in steps]),
-                        actions=torch.stack([h[1][i] for h in steps]),
-                        rewards=torch.stack([h[2][i] for h in steps]),
-                        dones=torch.stack([h[3][i] for h in steps]),
-                        task=task,
-                    )
-                )
+                episodes.append(_episode(history[int(start[i]) - offset : step + 1 - offset], i, task))
             start[i], valid[i] = step + 1, True
         if len(episodes) >= num_episodes:
             return episodes
+        del history[: int(start.min()) - offset]
+        offset = int(start.min())
         obs = next_obs
     raise RuntimeError(f"Only {len(episodes)} of {num_episodes} episodes finished within {limit} steps.")

@@ -153,6 +153,19 @@ class TorchTask(VecEnv):
         self._obs = self._observations()
         return self._obs, rewards, dones, extras
 
+    def reset_envs(self, env_ids: torch.Tensor) -> TensorDict:
+        """End the episodes of ``env_ids [K]`` now and start new ones (a learned success detector fired, a person
+        pressed reset); returns the observations ``[N]`` (other rows unchanged). Their episode terms are not logged:
+        the caller reports why the episode ended."""
+        env_ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.device).reshape(-1)
+        if env_ids.numel() > 0:
+            for total in self._term_sums.values():
+                total[env_ids] = 0.0
+            self.episode_length_buf[env_ids] = 0
+            self._reset_envs(env_ids)
+            self._obs = self._observations()
+        return self.get_observations()
+
     def request_final_obs(self) -> None:
         """From now on, steps in which an episode ends report ``extras["final_obs"]`` (batch ``[N]``): the
         observations reached before the auto-reset (rows of the other envs equal the returned observations), so

@@ -18,6 +18,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes.algorithms import get_algorithm
 from rslkit.recipes.catalog import agent_cfg as recipe_agent_cfg
 from rslkit.recipes.catalog import env_overrides
+from rslkit.recipes.learned_reward import RewardChoice, wrap_env
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 from rslkit.utils.config import apply_overrides, from_dict, to_dict
@@ -80,6 +81,7 @@ def _assemble(
     device: str | torch.device,
     log_dir: str | Path | None,
     dist_info: DistInfo | None,
+    reward: RewardChoice | None = None,
 ) -> tuple[VecEnv, BaseRunner]:
     dist = dist_info or DistInfo()
     if num_envs is not None:
@@ -98,6 +100,9 @@ def _assemble(
     seed_everything(seed + dist.rank)
     env = spec.make_env(env_cfg, str(device))
     run_info = {"task": spec.name, "seed": seed, "env_cfg": to_dict(env_cfg)}
+    if reward is not None and reward.learned:
+        env = wrap_env(env, reward, str(device))
+        run_info["reward"] = reward.to_dict()
     runner = runner_cls(env, agent, log_dir, device, dist, run_info)
     return env, runner
 
@@ -116,6 +121,7 @@ def build_run(
     log_dir: str | Path | None = None,
     dist_info: DistInfo | None = None,
     runner_cls: Callable[..., BaseRunner] | None = None,
+    reward: RewardChoice | None = None,
 ) -> tuple[VecEnv, BaseRunner]:
     """A fresh run: the task's env and the runner of ``algo`` with the task's recipe (:mod:`rslkit.recipes`).
 
@@ -130,6 +136,7 @@ def build_run(
         dist_info: torchrun rank layout.
         runner_cls: a runner class (or factory) to use instead of ``algo``'s, taking the same arguments and config
             (the real-world learner is SAC's runner with a network-fed loop).
+        reward: ``--reward learned:PATH``: the env's reward replaced by a progress critic's (recorded in the run).
 
     Returns:
         ``(env, runner)``; call ``runner.learn()``.
@@ -155,6 +162,7 @@ def build_run(
         device=device,
         log_dir=log_dir,
         dist_info=dist_info,
+        reward=reward,
     )
 
 
@@ -202,6 +210,8 @@ def load_run(
             without: no files).
         dist_info: torchrun rank layout.
         runner_cls: a runner class (or factory) to use instead of the checkpoint algorithm's (see :func:`build_run`).
+            A run trained with ``--reward learned:PATH`` resumes with that critic; without ``resume`` (play, record,
+            export) the env keeps the task's reward.
 
     Returns:
         ``(env, runner, saved)`` with ``saved`` the checkpoint's contents.
@@ -243,6 +253,7 @@ def load_run(
         device=device,
         log_dir=log_dir,
         dist_info=dist_info,
+        reward=RewardChoice.from_dict(saved["reward"]) if resume and saved.get("reward") else None,
     )
     runner.load(path, weights_only=not resume)
     return env, runner, saved

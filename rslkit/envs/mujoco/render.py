@@ -102,6 +102,32 @@ def gl_backend() -> str:
     raise RenderingUnavailableError(f"No headless OpenGL library found (looked for OSMesa and EGL). {_INSTALL_HINT}")
 
 
+def make_camera(model: mujoco.MjModel, camera: str | int | CameraPose | None) -> mujoco.MjvCamera:
+    """The ``MjvCamera`` of ``camera``: a fixed camera of ``model`` (name or id), a :class:`CameraPose` (free
+    camera) or None (MuJoCo's default free camera, framing the whole model).
+
+    Raises:
+        ValueError: ``model`` has no such camera (the message lists its cameras).
+    """
+    cam = mujoco.MjvCamera()
+    if camera is None:
+        mujoco.mjv_defaultFreeCamera(model, cam)
+    elif isinstance(camera, CameraPose):
+        cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+        cam.lookat[:] = camera.lookat
+        cam.distance = camera.distance
+        cam.azimuth = camera.azimuth
+        cam.elevation = camera.elevation
+    else:
+        cam_id = camera if isinstance(camera, int) else mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+        if not 0 <= cam_id < model.ncam:
+            names = [model.camera(i).name for i in range(model.ncam)]
+            raise ValueError(f"Model has no camera {camera!r}; its cameras: {names} (or None: free camera).")
+        cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        cam.fixedcamid = cam_id
+    return cam
+
+
 def _create_gl_context(width: int, height: int):
     """An OpenGL context of at least ``width x height`` pixels, made current."""
     name = gl_backend()
@@ -146,22 +172,7 @@ class Renderer:
         self.size = (width, height)
         model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), width)
         model.vis.global_.offheight = max(int(model.vis.global_.offheight), height)
-        self._camera = mujoco.MjvCamera()
-        if camera is None:
-            mujoco.mjv_defaultFreeCamera(model, self._camera)
-        elif isinstance(camera, CameraPose):
-            self._camera.type = mujoco.mjtCamera.mjCAMERA_FREE
-            self._camera.lookat[:] = camera.lookat
-            self._camera.distance = camera.distance
-            self._camera.azimuth = camera.azimuth
-            self._camera.elevation = camera.elevation
-        else:
-            cam_id = camera if isinstance(camera, int) else mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
-            if not 0 <= cam_id < model.ncam:
-                names = [model.camera(i).name for i in range(model.ncam)]
-                raise ValueError(f"Model has no camera {camera!r}; its cameras: {names} (or None: free camera).")
-            self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
-            self._camera.fixedcamid = cam_id
+        self._camera = make_camera(model, camera)
         self._gl = _create_gl_context(model.vis.global_.offwidth, model.vis.global_.offheight)
         self._scene = mujoco.MjvScene(model, maxgeom=max(1000, 2 * model.ngeom))
         self._option = mujoco.MjvOption()
@@ -173,13 +184,30 @@ class Renderer:
         # Runs at close() or, at the latest, at interpreter exit while the GL library is still loaded.
         self._free = weakref.finalize(self, _free_gl, self._gl, self._context)
 
-    def render(self, data: mujoco.MjData, markers: tuple[Marker, ...] | list[Marker] = ()) -> np.ndarray:
-        """Pixels ``[H, W, 3]`` (uint8, a new array) of ``data`` (its kinematics must be current)."""
+    @property
+    def option(self) -> mujoco.MjvOption:
+        """What is drawn (``geomgroup`` flags, ``flags``); change it before :meth:`render`."""
+        return self._option
+
+    @property
+    def scene(self) -> mujoco.MjvScene:
+        """The scene drawn into (its ``flags``: shadows, reflections, skybox)."""
+        return self._scene
+
+    def render(
+        self,
+        data: mujoco.MjData,
+        markers: tuple[Marker, ...] | list[Marker] = (),
+        camera: mujoco.MjvCamera | None = None,
+    ) -> np.ndarray:
+        """Pixels ``[H, W, 3]`` (uint8, a new array) of ``data`` (its kinematics must be current), seen by
+        ``camera`` (from :func:`make_camera`; None: the renderer's own camera)."""
         if self._context is None:
             raise RuntimeError("Renderer was closed; create a new one.")
         self._gl.make_current()
+        cam = self._camera if camera is None else camera
         mujoco.mjv_updateScene(
-            self.model, data, self._option, self._perturb, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+            self.model, data, self._option, self._perturb, cam, mujoco.mjtCatBit.mjCAT_ALL, self._scene
         )
         for marker in markers:
             self._add_sphere(marker)

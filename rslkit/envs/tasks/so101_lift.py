@@ -15,11 +15,14 @@ from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
 if TYPE_CHECKING:
+    from rslkit.envs.mujoco.cameras import CameraRenderer
     from rslkit.envs.mujoco.render import BackendRenderer
 
 # Kept here so that importing this module (which registers the task) needs no MuJoCo.
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 GRIPPER = "gripper"
+CAMERAS = ("front", "wrist")
+"""Cameras ``--env.cameras`` may name (``rslkit.envs.mujoco.models.add_so101_cameras``)."""
 CUBE_HALF_SIZE = 0.02
 """Half edge of the pick scene's cube (metres): resting on the floor its centre is this high."""
 
@@ -93,6 +96,21 @@ class SO101LiftCfg(TaskCfg):
     """``-w * |a_t - a_{t-1}|^2``."""
     joint_vel_weight: float = 0.0005
     """``-w * |qd_arm|^2`` (rad/s)."""
+    cameras: tuple[str, ...] = ()
+    """Cameras whose images join the observations, each as group ``camera_<name>`` (uint8 ``[N, H, W, 3]``):
+    ``front``, ``wrist`` (``--env.cameras front,wrist``; empty, the default: none). See docs/cameras.md."""
+    camera_width: int = 64
+    camera_height: int = 64
+    camera_quality: str = "fast"
+    """``fast``: links drawn as boxes (a few ms per 64x64 frame on a CPU); ``visual``: the meshes (~10x slower)."""
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` for a field no task can run with (camera fields: when ``cameras`` is set)."""
+        super().check()
+        if self.cameras:
+            from rslkit.envs.mujoco.cameras import check_camera_cfg
+
+            check_camera_cfg(self, CAMERAS)
 
 
 class SO101LiftTask(TorchTask):
@@ -104,7 +122,8 @@ class SO101LiftTask(TorchTask):
 
     Observation group ``policy`` ``[N, 33]``: joint positions normalized to ``[-1, 1]`` by their ranges (6),
     joint velocities / 10 (6), midpoint of the fingertip pads (3), cube position (3), cube - pad midpoint (3),
-    cube orientation quaternion (4), jaw-cube contact flags (2), last action (6).
+    cube orientation quaternion (4), jaw-cube contact flags (2), last action (6). With ``cfg.cameras``: a group
+    ``camera_<name>`` ``[N, H, W, 3]`` uint8 per camera.
 
     Reward terms (logged per term as ``Episode_Reward/<name>``): ``reach``, ``grasp``, ``open``, ``lift``,
     ``success``, ``action_rate``, ``joint_vel``. ``extras["success"]``: the cube is ``lift_height`` above its
@@ -160,6 +179,13 @@ class SO101LiftTask(TorchTask):
         self.touch = torch.zeros(n, 2, device=self.device)
         self.last_action = torch.zeros(n, self.num_actions, device=self.device)
         self._prev_action = self.last_action.clone()
+        self._cameras: CameraRenderer | None = None
+        if cfg.cameras:
+            from rslkit.envs.mujoco.cameras import task_cameras
+
+            spec = models.so101_lift_spec(visual=cfg.camera_quality == "visual")
+            models.add_so101_cameras(spec)
+            self._cameras = task_cameras(spec, self.backend, cfg)
         self._reset_all()
 
     # ----------------------------------------------------------------- state
@@ -261,7 +287,8 @@ class SO101LiftTask(TorchTask):
         qd = (0.1 * self.backend.qvel[:, self._dof_ids]).to(self.device, torch.float32)
         rel = self.cube_pos - self.grasp_point
         parts = (q_norm, qd, self.grasp_point, self.cube_pos, rel, self.cube_quat, self.touch, self.last_action)
-        return TensorDict({"policy": torch.cat(parts, -1)}, batch_size=[self.num_envs], device=self.device)
+        groups = {"policy": torch.cat(parts, -1), **(self._cameras.render() if self._cameras is not None else {})}
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         c = self.cfg
@@ -306,10 +333,11 @@ class SO101LiftTask(TorchTask):
         return self._renderer.render(env_id)
 
     def close(self) -> None:
-        """Release the renderer (if one was built) and the physics."""
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        """Release the renderers (cameras, ``render_frame``; their GL contexts) and the physics."""
+        for renderer in (self._cameras, self._renderer):
+            if renderer is not None:
+                renderer.close()
+        self._cameras = self._renderer = None
         self.backend.close()
 
 

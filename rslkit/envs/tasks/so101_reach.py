@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -12,9 +13,15 @@ from tensordict import TensorDict
 from rslkit.envs.registry import TaskSpec, register_task
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
+if TYPE_CHECKING:
+    from rslkit.envs.mujoco.cameras import CameraRenderer
+    from rslkit.envs.mujoco.render import BackendRenderer
+
 # The five arm joints the policy drives (the gripper is held still); kept here so that importing this module
 # (which registers the task) needs no MuJoCo.
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+CAMERAS = ("front", "wrist")
+"""Cameras ``--env.cameras`` may name (``rslkit.envs.mujoco.models.add_so101_cameras``)."""
 
 
 def _import_mujoco():
@@ -68,6 +75,21 @@ class SO101ReachCfg(TaskCfg):
     """``+w`` per step within ``success_radius``."""
     action_rate_weight: float = 0.01
     """``-w * |a_t - a_{t-1}|^2``."""
+    cameras: tuple[str, ...] = ()
+    """Cameras whose images join the observations, each as group ``camera_<name>`` (uint8 ``[N, H, W, 3]``):
+    ``front``, ``wrist`` (``--env.cameras front,wrist``; empty, the default: none). See docs/cameras.md."""
+    camera_width: int = 64
+    camera_height: int = 64
+    camera_quality: str = "fast"
+    """``fast``: links drawn as boxes (a few ms per 64x64 frame on a CPU); ``visual``: the meshes (~10x slower)."""
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` for a field no task can run with (camera fields: when ``cameras`` is set)."""
+        super().check()
+        if self.cameras:
+            from rslkit.envs.mujoco.cameras import check_camera_cfg
+
+            check_camera_cfg(self, CAMERAS)
 
 
 class SO101ReachTask(TorchTask):
@@ -79,6 +101,7 @@ class SO101ReachTask(TorchTask):
 
     Observation group ``policy`` ``[N, 24]``: arm joint positions normalized to ``[-1, 1]`` by their ranges (5),
     joint velocities / 10 (5), end-effector position (3), target (3), target - end effector (3), last action (5).
+    With ``cfg.cameras``: a group ``camera_<name>`` ``[N, H, W, 3]`` uint8 per camera, the target a green sphere.
 
     Reward terms (logged per term as ``Episode_Reward/<name>``): ``distance``, ``proximity``, ``reach``,
     ``action_rate``. ``extras["success"]``: within ``success_radius`` of the target (read where ``dones``).
@@ -119,7 +142,19 @@ class SO101ReachTask(TorchTask):
         self.ee_pos = torch.zeros(self.num_envs, 3, device=self.device)
         self.last_action = torch.zeros(self.num_envs, self.num_actions, device=self.device)
         self._prev_action = self.last_action.clone()
+        self._cameras = self._build_cameras() if cfg.cameras else None
+        self._renderer: BackendRenderer | None = None
+        """``render_frame``'s renderer, built at its first call."""
         self._reset_all()
+
+    def _build_cameras(self) -> CameraRenderer:
+        from rslkit.envs.mujoco import models
+        from rslkit.envs.mujoco.cameras import task_cameras
+        from rslkit.envs.mujoco.render import Marker
+
+        spec = models.so101_scene_spec(visual=self.cfg.camera_quality == "visual")
+        models.add_so101_cameras(spec)
+        return task_cameras(spec, self.backend, self.cfg, Marker((0.0, 0.0, 0.0), 0.02, (0.1, 0.9, 0.2, 1.0)))
 
     # ----------------------------------------------------------------- state
     def _state_tensors(self) -> dict[str, torch.Tensor]:
@@ -209,7 +244,8 @@ class SO101ReachTask(TorchTask):
         q_norm = ((q - self._ctrl_mid[arm]) / self._ctrl_half[arm]).to(self.device, torch.float32)
         qd = (0.1 * self.backend.qvel[:, self._arm_dof]).to(self.device, torch.float32)
         obs = torch.cat((q_norm, qd, self.ee_pos, self.target, self.target - self.ee_pos, self.last_action), -1)
-        return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)
+        groups = {"policy": obs, **(self._cameras.render(self.target) if self._cameras is not None else {})}
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         c = self.cfg
@@ -238,11 +274,21 @@ class SO101ReachTask(TorchTask):
         from rslkit.envs.mujoco.models import load_so101_visual
         from rslkit.envs.mujoco.render import BackendRenderer, CameraPose, Marker
 
-        renderer = getattr(self, "_renderer", None)
-        if renderer is None or renderer.size != (width, height):
+        if self._renderer is None or self._renderer.size != (width, height):
+            if self._renderer is not None:
+                self._renderer.close()
             camera = CameraPose(lookat=(0.15, 0.0, 0.12), distance=0.75, azimuth=140.0, elevation=-25.0)
-            renderer = self._renderer = BackendRenderer(load_so101_visual(), self.backend, width, height, camera)
-        return renderer.render(env_id, markers=[Marker(self.target[env_id].cpu().numpy())])
+            self._renderer = BackendRenderer(load_so101_visual(), self.backend, width, height, camera)
+        return self._renderer.render(env_id, markers=[Marker(self.target[env_id].cpu().numpy())])
+
+    def close(self) -> None:
+        """Free the GL contexts (cameras, ``render_frame``) and the physics."""
+        for renderer in (self._cameras, self._renderer):
+            if renderer is not None:
+                renderer.close()
+        self._cameras = self._renderer = None
+        self.backend.close()
+        self._probe.close()
 
 
 def _make(cfg: SO101ReachCfg, device: str) -> SO101ReachTask:

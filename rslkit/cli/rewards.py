@@ -1,0 +1,122 @@
+"""``python -m rslkit.rewards train | eval``: train a VLAC-style progress critic on LeRobot datasets, grade one.
+
+python -m rslkit.rewards train --dataset data/lift --camera front --out critics/lift
+python -m rslkit.rewards eval --model critics/lift/model.safetensors --dataset data/lift_test --plot v.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from rslkit.cli.common import run_cli
+from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.rewards.datasets import concat_progress_data, progress_data, split_episodes
+from rslkit.rewards.evaluation import evaluate_critic
+from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
+from rslkit.rewards.plots import plot_values
+from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
+from rslkit.rewards.text_encoder import MINILM
+from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", action="append", required=True, help="LeRobotDataset v3 directory (repeatable)")
+    p.add_argument("--goal", help="language goal of every episode (datasets without task strings)")
+    p.add_argument("--failed_episodes", default="", help="comma-separated positions of failed episodes")
+    p.add_argument("--stride", type=int, default=1, help="frames between scored pairs in evaluation")
+    p.add_argument("--dead_band", type=float, default=0.0, help="|delta| below this counts as 0 in evaluation")
+    p.add_argument("--distractor_goal", action="append", default=[], help="an instruction no episode follows")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+
+
+def _load(args: argparse.Namespace, cameras: list[str], state_group: str | None) -> ProgressData:
+    failed = [int(x) for x in args.failed_episodes.split(",") if x.strip()]
+    parts = [
+        progress_data(read_lerobot_dataset(d, cameras=cameras), cameras, state_group, args.goal, failed)
+        for d in args.dataset
+    ]
+    return concat_progress_data(parts)
+
+
+def _train(args: argparse.Namespace) -> Path:
+    data = _load(args, args.camera, args.state_group)
+    train, held_out = split_episodes(data, args.holdout, args.seed)
+    image_size = (16, 16)
+    if args.camera:
+        image_size = tuple(data.frames[f"camera_{args.camera[0]}"].shape[1:3])  # type: ignore[assignment]
+    cfg = ProgressModelCfg(
+        cameras=tuple(args.camera), image_size=image_size, state_group=args.state_group,
+        state_dim=int(data.frames[args.state_group].shape[-1]) if args.state_group else 0,
+        vision_backbone=args.vision_backbone, text_encoder=args.text_encoder,
+    )  # fmt: skip
+    torch.manual_seed(args.seed)
+    model = ProgressModel(cfg)
+    sampler = PairSamplerCfg(distractor_goals=tuple(args.distractor_goal), done_frames=args.done_frames)
+    train_cfg = ProgressTrainCfg(
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, eval_every=args.eval_every,
+        seed=args.seed, sampler=sampler,
+    )  # fmt: skip
+
+    def evaluate(m: ProgressModel) -> dict[str, float]:
+        if held_out is None:
+            return {}
+        return evaluate_critic(m, held_out, args.stride, args.dead_band, args.done_frames, args.distractor_goal)
+
+    print(f"{train.num_episodes} training / {held_out.num_episodes if held_out else 0} held-out episodes, goals "
+          f"{sorted(set(data.goals))}")  # fmt: skip
+    train_progress_model(model, train, train_cfg, args.out, evaluate, resume=args.resume)
+    path = Path(args.out) / "model.safetensors"
+    print(f"Wrote {path}")
+    return path
+
+
+def _eval(args: argparse.Namespace) -> dict[str, float]:
+    model, _ = load_progress_model(args.model)
+    data = _load(args, list(model.cfg.cameras), model.cfg.state_group)
+    metrics = evaluate_critic(model, data, args.stride, args.dead_band, args.done_frames, args.distractor_goal)
+    print(json.dumps(metrics, indent=1))
+    if args.plot:
+        print(f"Wrote {plot_values(model, data, args.plot, args.stride, args.dead_band)}")
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> object:
+    """Parse ``train`` / ``eval`` and run it."""
+    parser = argparse.ArgumentParser(prog="python -m rslkit.rewards", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    tr = sub.add_parser("train", help="train a progress critic on demonstrations")
+    _data_args(tr)
+    tr.add_argument("--out", required=True, help="output directory (model.safetensors, optimizer.pt, history.json)")
+    tr.add_argument("--camera", action="append", default=[], help="camera the critic looks at (repeatable)")
+    tr.add_argument("--state_group", default=None, help="also read observation.state, as this env group (policy)")
+    tr.add_argument("--steps", type=int, default=3000)
+    tr.add_argument("--batch_size", type=int, default=128)
+    tr.add_argument("--lr", type=float, default=3e-4)
+    tr.add_argument("--eval_every", type=int, default=500)
+    tr.add_argument("--holdout", type=float, default=0.2, help="fraction of episodes held out for evaluation")
+    tr.add_argument("--done_frames", type=int, default=3, help="final frames of an episode labelled done")
+    tr.add_argument("--vision_backbone", default=None, help="local transformers vision model (frozen) for the CNN")
+    tr.add_argument("--text_encoder", default=MINILM, help="sentence encoder: minilm or a local model directory")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--resume", action="store_true", help="continue the run in --out")
+    ev = sub.add_parser("eval", help="VOC, reversed VOC, mismatched-goal |delta|, done AUROC on a dataset")
+    _data_args(ev)
+    ev.add_argument("--model", required=True, help="model.safetensors written by train")
+    ev.add_argument("--done_frames", type=int, default=3)
+    ev.add_argument("--plot", help="PNG of value and done probability over time")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.command == "train":
+        if not args.camera and args.state_group is None:
+            parser.error("train needs --camera NAME and/or --state_group GROUP: what the critic looks at")
+        return _train(args)
+    return _eval(args)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,159 @@
+"""A VecEnv whose reward comes from a progress critic: the task's reward is hidden from the agent.
+
+Every ``stride`` control steps (and at each episode end) each env's current observation is scored against the last
+scored one; VLAC's recursion turns the delta into a value (:mod:`rslkit.rewards.value`) and the reward is the
+value's increment. A done probability at or above ``done_threshold`` ends the episode there (a termination, not a
+time-out), through the task's ``reset_envs``. The true reward stays available for evaluation:
+``extras["true_reward"]`` ``[N]``, and the per-iteration log gets ``Learned_Reward/*`` monitors (value, true
+reward, critic terminations, VOC and negative-step rate of finished episodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rslkit.envs.vec_env import VecEnv
+from rslkit.rewards.contract import ProgressCritic
+from rslkit.rewards.metrics import negative_step_rate, value_order_correlation
+from rslkit.rewards.value import ValueCfg, apply_dead_band, value_step
+
+
+class LearnedRewardEnv(VecEnv):
+    """Wrap ``env`` so that ``step`` returns the critic's rewards.
+
+    Args:
+        env: the task (it must offer ``request_final_obs``; ``reset_envs`` too for ``end_on_done``).
+        critic: a progress critic reading groups of ``env``'s observations.
+        goal: the language goal, one for all envs or one per env.
+        cfg: dead-band, stride, done threshold, reward scale, ``end_on_done``.
+        end_on_done: end episodes when the critic says done (None: ``cfg.end_on_done``).
+
+    Raises:
+        ValueError: the env cannot report final observations or reset single envs, or the critic rejects its
+            observations (missing camera, wrong image size: the critic's message says which).
+    """
+
+    def __init__(
+        self,
+        env: VecEnv,
+        critic: ProgressCritic,
+        goal: str | Sequence[str],
+        cfg: ValueCfg | None = None,
+        end_on_done: bool | None = None,
+    ) -> None:
+        cfg = cfg or ValueCfg()
+        end_on_done = cfg.end_on_done if end_on_done is None else end_on_done
+        for needed in ("request_final_obs", *(("reset_envs",) if end_on_done else ())):
+            if not callable(getattr(env, needed, None)):
+                raise ValueError(
+                    f"A learned reward needs env.{needed}() ({type(env).__name__} lacks it): rslkit's TorchTask "
+                    "tasks have it; for other envs pass end_on_done=False or add the method."
+                )
+        self.env, self.critic, self.cfg, self.end_on_done = env, critic, cfg, end_on_done
+        self.goal = goal
+        env.request_final_obs()  # type: ignore[attr-defined]
+        obs = env.get_observations()
+        self.critic.score(obs[:1], obs[:1], goal if isinstance(goal, str) else goal[:1])  # fail early on bad input
+        n = env.num_envs
+        self._anchor = obs.clone()
+        self._since = torch.zeros(n, dtype=torch.long)
+        self.value = torch.zeros(n)
+        self._values: list[list[float]] = [[0.0] for _ in range(n)]
+        self._deltas: list[list[float]] = [[] for _ in range(n)]
+
+    def __getattr__(self, name: str) -> Any:  # num_envs, device, cfg, action_space, render_frame, ...
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    @property
+    def num_envs(self) -> int:  # type: ignore[override]
+        return self.env.num_envs
+
+    @property
+    def num_actions(self) -> int:  # type: ignore[override]
+        return self.env.num_actions
+
+    @property
+    def max_episode_length(self):  # type: ignore[override]
+        return self.env.max_episode_length
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:  # type: ignore[override]
+        return self.env.episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:  # runners spread episode starts at random
+        self.env.episode_length_buf = value
+
+    @property
+    def device(self):  # type: ignore[override]
+        return self.env.device
+
+    def get_observations(self) -> TensorDict:
+        return self.env.get_observations()
+
+    def _goals(self, ids: torch.Tensor) -> str | list[str]:
+        return self.goal if isinstance(self.goal, str) else [self.goal[i] for i in ids.tolist()]
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Step the task; rewards ``[N]`` from the critic; ``dones`` include the critic's terminations."""
+        obs, true_reward, dones, extras = self.env.step(actions)
+        dones = dones.clone()
+        last = extras.get("final_obs", obs)
+        self._since += 1
+        scored = ((self._since >= self.cfg.stride) | dones.cpu()).nonzero().squeeze(-1)
+        rewards = torch.zeros(self.num_envs)
+        critic_done = torch.zeros(self.num_envs, dtype=torch.bool)
+        if scored.numel() > 0:
+            ids = scored.to(obs.device)
+            score = self.critic.score(self._anchor[ids], last[ids], self._goals(scored))
+            delta = apply_dead_band(score.delta.float(), self.cfg.dead_band)
+            new_value = value_step(self.value[scored], delta)
+            bonus = self.cfg.done_bonus * score.done.float()
+            rewards[scored] = self.cfg.reward_scale * (new_value - self.value[scored] + bonus)
+            self.value[scored] = new_value
+            self._anchor[ids] = last[ids]
+            self._since[scored] = 0
+            critic_done[scored] = score.done.float() >= self.cfg.done_threshold
+            for k, i in enumerate(scored.tolist()):
+                self._values[i].append(float(new_value[k]))
+                self._deltas[i].append(float(delta[k]))
+        log = extras.setdefault("log", {})
+        log["Learned_Reward/true_reward"] = true_reward.float().mean()
+        log["Learned_Reward/value"] = self.value.mean()
+        ended_by_critic = critic_done & ~dones.cpu() if self.end_on_done else torch.zeros_like(critic_done)
+        if ended_by_critic.any():
+            ids = ended_by_critic.nonzero().squeeze(-1)
+            extras["final_obs"] = obs.clone() if "final_obs" not in extras else extras["final_obs"]
+            obs = self.env.reset_envs(ids.to(obs.device))  # type: ignore[attr-defined]
+            dones[ids.to(dones.device)] = True
+            if "time_outs" in extras:
+                extras["time_outs"] = extras["time_outs"].clone()
+                extras["time_outs"][ids.to(dones.device)] = False
+        log["Learned_Reward/critic_terminations"] = ended_by_critic.float().sum()
+        finished = dones.cpu().nonzero().squeeze(-1).tolist()
+        if finished:
+            self._log_episodes(finished, log)
+            idx = torch.tensor(finished)
+            self._anchor[idx.to(obs.device)] = obs[idx.to(obs.device)]
+            self.value[idx], self._since[idx] = 0.0, 0
+        extras["true_reward"] = true_reward
+        return obs, rewards.to(true_reward.device), dones, extras
+
+    def _log_episodes(self, finished: list[int], log: dict) -> None:
+        vocs, negatives = [], []
+        for i in finished:
+            if len(self._values[i]) >= 3:
+                vocs.append(value_order_correlation(self._values[i]))
+            if self._deltas[i]:
+                negatives.append(negative_step_rate(self._deltas[i]))
+            self._values[i], self._deltas[i] = [0.0], []
+        if vocs:
+            log["Learned_Reward/voc"] = torch.tensor(vocs).mean()
+        if negatives:
+            log["Learned_Reward/negative_step_rate"] = torch.tensor(negatives).mean()

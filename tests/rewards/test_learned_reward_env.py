@@ -1,0 +1,118 @@
+"""The learned-reward wrapper: value increments as rewards, the stride, episodes ended at the done threshold."""
+
+import pytest
+import torch
+
+from rslkit.envs.tasks.point_reach import PointReachCfg, PointReachTask
+from rslkit.rewards.contract import ProgressScore, check_pair
+from rslkit.rewards.learned_reward_env import LearnedRewardEnv
+from rslkit.rewards.value import ValueCfg, value_step
+
+
+class DistanceCritic:
+    """Progress = half the reduction of the distance to the goal; done within ``radius``."""
+
+    def __init__(self, radius: float = 0.05) -> None:
+        self.radius, self.calls = radius, 0
+
+    def score(self, obs_a, obs_b, goal, reference=None) -> ProgressScore:
+        check_pair(obs_a, obs_b)
+        if "policy" not in obs_a.keys():
+            raise ValueError("needs policy")
+        self.calls += 1
+        da, db = (torch.linalg.vector_norm(o["policy"][:, 4:6], dim=-1) for o in (obs_a, obs_b))
+        return ProgressScore(delta=((da - db) / 2).clamp(-1, 1), done=(db < self.radius).float())
+
+
+def _env(n: int = 4, seed: int = 0) -> PointReachTask:
+    return PointReachTask(PointReachCfg(num_envs=n, seed=seed, episode_length=30), "cpu")
+
+
+def _towards_goal(obs) -> torch.Tensor:
+    return (4.0 * obs["policy"][:, 4:6] - obs["policy"][:, 2:4]).clamp(-1, 1)
+
+
+def test_rewards_are_value_increments_and_the_true_reward_is_kept():
+    env, twin = LearnedRewardEnv(_env(), DistanceCritic(), "reach the goal", ValueCfg(dead_band=0.0)), _env()
+    obs = env.get_observations()
+    value = torch.zeros(4)
+    for _ in range(10):
+        before = obs.clone()
+        actions = _towards_goal(obs)
+        obs, rewards, dones, extras = env.step(actions)
+        _, true_reward, _, _ = twin.step(actions)
+        assert not dones.any()
+        da = torch.linalg.vector_norm(before["policy"][:, 4:6], dim=-1)
+        db = torch.linalg.vector_norm(obs["policy"][:, 4:6], dim=-1)
+        new_value = value_step(value, ((da - db) / 2).clamp(-1, 1))
+        assert torch.allclose(rewards, new_value - value, atol=1e-6)
+        assert torch.allclose(extras["true_reward"], true_reward)
+        assert "Learned_Reward/true_reward" in extras["log"]
+        value = new_value
+    assert (value > 0).all(), "moving towards the goal accumulates value"
+
+
+def test_stride_scores_every_kth_step_only():
+    critic = DistanceCritic()
+    env = LearnedRewardEnv(_env(), critic, "reach the goal", ValueCfg(stride=3, dead_band=0.0))
+    calls, rewards = critic.calls, []
+    obs = env.get_observations()
+    for _ in range(6):
+        obs, r, _, _ = env.step(_towards_goal(obs))
+        rewards.append(r)
+    assert critic.calls - calls == 2
+    assert all((rewards[k] == 0).all() for k in (0, 1, 3, 4)) and (rewards[2] != 0).any()
+
+
+def test_done_threshold_ends_the_episode_as_a_termination():
+    env = LearnedRewardEnv(_env(n=2), DistanceCritic(radius=0.3), "reach the goal", ValueCfg(done_threshold=0.5))
+    obs, ended = env.get_observations(), None
+    for _ in range(29):
+        obs, _, dones, extras = env.step(_towards_goal(obs))
+        if dones.any():
+            ended = dones.nonzero().squeeze(-1)
+            break
+    assert ended is not None, "the critic's done ends an episode before the 30-step time-out"
+    assert not extras["time_outs"][ended].any()
+    assert (env.episode_length_buf[ended] == 0).all()
+    assert float(extras["log"]["Learned_Reward/critic_terminations"]) == len(ended)
+    final = torch.linalg.vector_norm(extras["final_obs"]["policy"][ended, 4:6], dim=-1)
+    assert (final < 0.3).all(), "final_obs holds the state the critic judged done"
+
+
+def test_bad_envs_and_observations_are_refused():
+    class NoFinalObs:
+        num_envs = 1
+
+    with pytest.raises(ValueError, match="request_final_obs"):
+        LearnedRewardEnv(NoFinalObs(), DistanceCritic(), "g")  # type: ignore[arg-type]
+
+    class NeedsCamera(DistanceCritic):
+        def score(self, obs_a, obs_b, goal, reference=None):
+            raise ValueError("Observations lack camera group 'camera_front'")
+
+    with pytest.raises(ValueError, match="camera_front"):
+        LearnedRewardEnv(_env(), NeedsCamera(), "g")
+
+
+def test_done_bonus_pays_for_holding_the_goal():
+    critic = DistanceCritic(radius=10.0)  # every state counts as done: the bonus is paid every scored step
+    env = LearnedRewardEnv(_env(), critic, "g", ValueCfg(dead_band=1.0 - 1e-6, done_bonus=0.5), end_on_done=False)
+    obs = env.get_observations()
+    for _ in range(3):
+        obs, rewards, dones, _ = env.step(_towards_goal(obs))
+        assert torch.allclose(rewards, torch.full((4,), 0.5)), "dead-band kills the increments, the bonus remains"
+        assert not dones.any()
+    with pytest.raises(ValueError, match="done_bonus"):
+        ValueCfg(done_bonus=-1.0)
+
+
+def test_end_on_done_false_leaves_episode_ends_to_the_task():
+    cfg = ValueCfg(done_threshold=0.5, end_on_done=False)
+    env = LearnedRewardEnv(_env(n=2), DistanceCritic(radius=10.0), "reach the goal", cfg)
+    obs = env.get_observations()
+    for _ in range(29):
+        obs, _, dones, extras = env.step(_towards_goal(obs))
+        assert not dones.any() and float(extras["log"]["Learned_Reward/critic_terminations"]) == 0
+    _, _, dones, _ = env.step(_towards_goal(obs))
+    assert dones.all(), "the 30-step time-out still ends the episode"

