@@ -7,7 +7,9 @@ frame ``t`` of an episode lies at ``from_timestamp + timestamp`` in it, which is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,22 @@ def check_encoder(codec: str) -> None:
         raise ValueError(f"'{codec}' is a {found.type} codec; pass a video encoder such as '{DEFAULT_CODEC}'.")
 
 
+@contextlib.contextmanager
+def _calling_thread_scheduling_kept() -> Iterator[None]:
+    """Restore the calling thread's scheduling policy afterwards: SVT-AV1, run as root, switches the thread that
+    opens the encoder to real-time ``SCHED_FIFO`` (measured with PyAV 18 / SVT-AV1 4.1), which would leave a recording
+    process, or a control loop in it, able to starve the machine."""
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
+
+
 def encode_video(
     path: str | Path, frames: np.ndarray | Sequence[np.ndarray], fps: int, codec: str = DEFAULT_CODEC
 ) -> None:
@@ -100,7 +118,7 @@ def encode_video(
     check_encoder(codec)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w") as container:
+    with _calling_thread_scheduling_kept(), av.open(str(path), "w") as container:
         stream = container.add_stream(codec, rate=int(fps), options=_codec_options(codec))
         stream.width, stream.height, stream.pix_fmt = width, height, PIX_FMT
         time_base = Fraction(1, int(fps))

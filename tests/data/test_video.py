@@ -130,3 +130,14 @@ def test_episodes_back_to_back_without_concatenating(tmp_path):
 def test_encoder_that_refuses_the_size(tmp_path):
     with pytest.raises(ValueError, match="Encoder 'libsvtav1' failed on 2x2 frames .*try another codec"):
         encode_video(tmp_path / "tiny.mp4", np.zeros((3, 2, 2, 3), np.uint8), FPS)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getscheduler"), reason="Linux scheduling API")
+def test_encoding_leaves_the_calling_threads_scheduling_alone(tmp_path):
+    # SVT-AV1 run as root switches the thread that opens the encoder to SCHED_FIFO; encode_video must undo it.
+    import os
+
+    before = os.sched_getscheduler(0)
+    frames = np.random.default_rng(0).integers(0, 255, (6, 32, 32, 3), dtype=np.uint8)
+    encode_video(tmp_path / "a.mp4", frames, fps=10)
+    assert os.sched_getscheduler(0) == before
