@@ -115,7 +115,8 @@ class PPO:
         # The fused Adam kernel (CPU and CUDA, torch >= 2.4) is one op per step instead of one per parameter.
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.learning_rate, fused=True)
         num_params = len(policy.dist.params(torch.zeros(1, policy.dist.head_dim, device=self.device)))
-        self.storage = RolloutStorage(num_steps, obs, policy.dist.raw_dim, num_params, self.device)
+        groups = list(dict.fromkeys([*policy.obs_groups["actor"], *policy.obs_groups["critic"]]))
+        self.storage = RolloutStorage(num_steps, obs, policy.dist.raw_dim, num_params, self.device, groups)
         self._pending: tuple | None = None
         self.distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if self.distributed else 1

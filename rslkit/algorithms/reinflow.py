@@ -139,7 +139,7 @@ class ReinFlow:
         self.critic = make_mlp(chain.policy.obs_dim, cfg.critic_hidden_dims, 1, "elu").to(self.device)
         self.actor_optimizer = torch.optim.Adam(self.chain.parameters(), lr=cfg.actor_lr)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device)
+        self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device, [obs_group])
         self._pending: tuple | None = None
         self.chunk_gamma = cfg.gamma**chain.horizon
 

@@ -53,3 +53,25 @@ def test_mini_batches_cover_each_sample_once_per_epoch_with_aligned_fields() -> 
     assert torch.equal(
         everything, torch.sort((torch.arange(N)[None] + 100 * torch.arange(T)[:, None]).flatten()).values
     )
+
+
+def test_only_the_named_groups_are_stored() -> None:
+    obs = TensorDict(
+        {"policy": torch.ones(N, 3), "camera_front": torch.zeros(N, 8, 8, 3, dtype=torch.uint8)}, batch_size=[N]
+    )
+    storage = RolloutStorage(T, obs, raw_dim=2, num_params=2, device=torch.device("cpu"), groups=["policy"])
+    assert list(storage.obs.keys()) == ["policy"]
+    z = torch.zeros(N)
+    storage.add(obs, torch.zeros(N, 2), z, z, z, z.bool(), (torch.zeros(N, 1), torch.zeros(N, 1)))
+    assert storage.obs["policy"][0].eq(1).all()
+
+
+def test_ppo_stores_only_the_groups_its_policy_reads() -> None:
+    from rslkit.algorithms.ppo import PPO, PPOCfg
+    from rslkit.models.actor_critic import ActorCritic, PolicyCfg
+
+    obs = TensorDict(
+        {"policy": torch.randn(N, 3), "camera_front": torch.zeros(N, 8, 8, 3, dtype=torch.uint8)}, batch_size=[N]
+    )
+    ppo = PPO(ActorCritic(obs, 2, PolicyCfg()), PPOCfg(), T, obs, "cpu")
+    assert list(ppo.storage.obs.keys()) == ["policy"]
