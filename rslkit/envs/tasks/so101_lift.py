@@ -11,8 +11,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.camera_cfg import CameraTaskCfg
 from rslkit.envs.registry import TaskSpec, register_task
-from rslkit.envs.torch_task import TaskCfg, TorchTask
+from rslkit.envs.torch_task import TorchTask
 
 if TYPE_CHECKING:
     from rslkit.envs.mujoco.cameras import CameraRenderer
@@ -43,8 +44,10 @@ def _import_mujoco():
 
 
 @dataclass
-class SO101LiftCfg(TaskCfg):
+class SO101LiftCfg(CameraTaskCfg):
     """Control, cube placement and reward weights of ``so101-lift``."""
+
+    available_cameras = CAMERAS
 
     episode_length: int = 100
     """Control steps per episode (2 s at the default 50 Hz)."""
@@ -96,21 +99,6 @@ class SO101LiftCfg(TaskCfg):
     """``-w * |a_t - a_{t-1}|^2``."""
     joint_vel_weight: float = 0.0005
     """``-w * |qd_arm|^2`` (rad/s)."""
-    cameras: tuple[str, ...] = ()
-    """Cameras whose images join the observations, each as group ``camera_<name>`` (uint8 ``[N, H, W, 3]``):
-    ``front``, ``wrist`` (``--env.cameras front,wrist``; empty, the default: none). See docs/cameras.md."""
-    camera_width: int = 64
-    camera_height: int = 64
-    camera_quality: str = "fast"
-    """``fast``: links drawn as boxes (a few ms per 64x64 frame on a CPU); ``visual``: the meshes (~10x slower)."""
-
-    def check(self) -> None:
-        """Raise ``ConfigError`` for a field no task can run with (camera fields: when ``cameras`` is set)."""
-        super().check()
-        if self.cameras:
-            from rslkit.envs.mujoco.cameras import check_camera_cfg
-
-            check_camera_cfg(self, CAMERAS)
 
 
 class SO101LiftTask(TorchTask):
