@@ -5,15 +5,6 @@ With that variable set, a namespace that has other interfaces is an error, so tr
 
 from __future__ import annotations
 
-import os
-import socket
+from tests.netns import require_loopback_only
 
-NETNS = os.environ.get("RSLKIT_NETNS_TESTS") == "1"
-
-if NETNS:
-    interfaces = {name for _, name in socket.if_nameindex()}
-    if interfaces != {"lo"}:
-        raise RuntimeError(
-            f"RSLKIT_NETNS_TESTS=1 but this network namespace has interfaces {sorted(interfaces)}: run the "
-            "transport tests with `make test-realworld`, which runs them under `unshare -n` with only loopback."
-        )
+require_loopback_only("run the transport tests with `make test-realworld`, which runs them under `unshare -n`")

@@ -10,20 +10,13 @@ interfaces is an error, so traffic can never leave the machine. Tests that open 
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 
-NETNS = os.environ.get("RSLKIT_NETNS_TESTS") == "1"
+from tests.netns import NETNS, require_loopback_only
 
-if NETNS:
-    interfaces = {name for _, name in socket.if_nameindex()}
-    if interfaces != {"lo"}:
-        raise RuntimeError(
-            f"RSLKIT_NETNS_TESTS=1 but this network namespace has interfaces {sorted(interfaces)}: run the socket "
-            "tests of tests/rewards under `unshare -n` with only loopback (see tests/rewards/conftest.py)."
-        )
+require_loopback_only(
+    "run the socket tests of tests/rewards under `unshare -n` with only loopback (`make test-realworld`)"
+)
 
 
 @pytest.fixture
