@@ -373,6 +373,8 @@ def test_a_learner_stand_in_stores_every_transition_once_and_its_weights_are_swa
         ticker.run(0.35)
         server.publish_weights(5, _weights(graphs["mlp_v1"]))
         ticker.until(lambda: actor.mode.version == 5, 10)
+        # The actor reports v5 once every v0 transition is acked: give the acks and a heartbeat time (bounded).
+        ticker.until(lambda: server.actors()["arm-1"].policy_version == 5, 10)
         ticker.run(0.3)
         actor.close()
         assert server.actors()["arm-1"].policy_version == 5  # reported in the heartbeats
