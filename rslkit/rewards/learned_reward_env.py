@@ -97,6 +97,26 @@ class LearnedRewardEnv(VecEnv):
     def get_observations(self) -> TensorDict:
         return self.env.get_observations()
 
+    def state_dict(self) -> dict[str, Any]:
+        """The task's state (if it has one) and the critic's per-env anchor frame, value and steps since scoring, so
+        that a resumed run continues the values of running episodes."""
+        inner = getattr(self.env, "state_dict", None)
+        return {
+            "env": inner() if inner is not None else None,
+            "anchor": {str(k): v.clone() for k, v in self._anchor.items()},
+            "value": self.value.clone(),
+            "since": self._since.clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (the monitors' per-episode lists restart)."""
+        if state.get("env") is not None and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(state["env"])
+        for key, value in state["anchor"].items():
+            self._anchor[key] = value.to(self._anchor[key].device)
+        self.value.copy_(state["value"])
+        self._since.copy_(state["since"])
+
     def _goals(self, ids: torch.Tensor) -> str | list[str]:
         return self.goal if isinstance(self.goal, str) else [self.goal[i] for i in ids.tolist()]
 

@@ -116,3 +116,19 @@ def test_end_on_done_false_leaves_episode_ends_to_the_task():
         assert not dones.any() and float(extras["log"]["Learned_Reward/critic_terminations"]) == 0
     _, _, dones, _ = env.step(_towards_goal(obs))
     assert dones.all(), "the 30-step time-out still ends the episode"
+
+
+def test_state_dict_resumes_the_values_of_running_episodes():
+    cfg = ValueCfg(dead_band=0.0, stride=2)
+    env = LearnedRewardEnv(_env(), DistanceCritic(), "g", cfg)
+    obs = env.get_observations()
+    for _ in range(5):
+        obs, _, _, _ = env.step(_towards_goal(obs))
+    saved = env.state_dict()
+    twin = LearnedRewardEnv(_env(seed=3), DistanceCritic(), "g", cfg)
+    twin.load_state_dict(saved)
+    assert torch.equal(twin.value, env.value) and torch.equal(twin._since, env._since)
+    actions = _towards_goal(env.get_observations())
+    _, r_env, _, _ = env.step(actions)
+    _, r_twin, _, _ = twin.step(actions)
+    assert torch.allclose(r_env, r_twin, atol=1e-6) and (r_env != 0).any()
