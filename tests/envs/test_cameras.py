@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
 from rslkit.envs.camera_groups import camera_names
-from rslkit.envs.mujoco import models, render
+from rslkit.envs.mujoco import models
 from rslkit.envs.mujoco.cameras import CameraRenderer, check_camera_cfg, task_cameras
 from rslkit.envs.mujoco.models import ModelNotFoundError, so101_model_dir
 from rslkit.envs.tasks.so101_lift import SO101LiftCfg, SO101LiftTask
 from rslkit.envs.tasks.so101_reach import SO101ReachCfg, SO101ReachTask
 from rslkit.utils.config import apply_overrides
+from tests.envs.gl import require_gl
 
 try:
     so101_model_dir()
@@ -23,23 +22,13 @@ except ModelNotFoundError as err:
 BOTH = ("front", "wrist")
 
 
-def _require_gl() -> None:
-    """Skip where no headless GL library is installed, except in CI (the Makefile installs OSMesa there)."""
-    try:
-        render.gl_backend()
-    except render.RenderingUnavailableError as err:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(err))
-
-
 def _reach(**kw) -> SO101ReachTask:
-    _require_gl()
+    require_gl()
     return SO101ReachTask(SO101ReachCfg(**{"num_envs": 2, "sim_threads": 1, "cameras": BOTH, **kw}))
 
 
 def _lift(**kw) -> SO101LiftTask:
-    _require_gl()
+    require_gl()
     return SO101LiftTask(SO101LiftCfg(**{"num_envs": 2, "sim_threads": 1, "cameras": BOTH, **kw}))
 
 
@@ -160,7 +149,7 @@ def test_bad_camera_settings_are_clear_errors():
 
 
 def test_renderer_names_the_models_cameras():
-    _require_gl()
+    require_gl()
     env = SO101ReachTask(SO101ReachCfg(num_envs=1, sim_threads=1))
     with pytest.raises(ValueError, match=r"has no camera 'top'; its cameras: \['front', 'wrist'\]"):
         spec = models.so101_scene_spec(visual=False)
@@ -194,7 +183,7 @@ def test_cli_parses_camera_lists():
 )
 def test_training_ignores_camera_groups(tmp_path, task, algo, extra):
     """PPO and SAC read only their configured groups: with cameras on, a run builds, trains and saves."""
-    _require_gl()
+    require_gl()
     from rslkit.cli import train
 
     common = ["--task", task, "--algo", algo, "--num_envs", "2", "--max_iterations", "2", "--logdir", str(tmp_path)]

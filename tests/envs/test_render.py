@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
 
 from rslkit.envs.mujoco import render
 from rslkit.envs.mujoco.models import ModelNotFoundError, load_so101_lift, load_so101_visual, so101_model_dir
+from tests.envs.gl import require_gl
 
 try:
     so101_model_dir()
 except ModelNotFoundError as err:
     pytest.skip(f"SO-101 model missing ({err})", allow_module_level=True)
-
-
-def _require_gl() -> None:
-    """Skip where no headless GL library is installed, except in CI (the Makefile installs OSMesa there)."""
-    try:
-        render.gl_backend()
-    except render.RenderingUnavailableError as err:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(err))
 
 
 def test_gl_backend_follows_mujoco_gl(monkeypatch):
@@ -53,7 +42,7 @@ def test_bad_camera_and_state_layout_are_clear_errors():
 
 
 def test_reach_frames_follow_each_envs_state():
-    _require_gl()
+    require_gl()
     from rslkit.envs.tasks.so101_reach import SO101ReachCfg, SO101ReachTask
 
     env = SO101ReachTask(SO101ReachCfg(num_envs=2, sim_threads=1))
@@ -70,7 +59,7 @@ def test_reach_frames_follow_each_envs_state():
 
 
 def test_lift_frame_shows_the_cube_moving():
-    _require_gl()
+    require_gl()
     from rslkit.envs.tasks.so101_lift import SO101LiftCfg, SO101LiftTask
 
     env = SO101LiftTask(SO101LiftCfg(num_envs=1, sim_threads=1))
