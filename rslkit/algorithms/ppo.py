@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -14,7 +14,8 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rslkit.algorithms.gae import bootstrap_time_outs, compute_gae, normalize_advantages
-from rslkit.algorithms.ppo_losses import clip_fraction, clipped_surrogate, value_loss
+from rslkit.algorithms.ppo_losses import clip_fraction, value_loss
+from rslkit.algorithms.staleness import StalenessCfg, policy_loss
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.recurrent import Hidden
 from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
@@ -60,6 +61,8 @@ class PPOCfg:
     loss. On 2 busy cores it avoids OpenMP stalls (2.2-2.7x rsl_rl's steps/s at load average 3-5); on 2 quiet cores
     it measured +18 % (64-64) and -13 % (256-256-256) against the sequential update (docs/benchmarks.md).
     None: on when the policy is on the CPU and torch may use >= 2 threads."""
+    staleness: StalenessCfg = field(default_factory=StalenessCfg)
+    """How samples of older policy versions are treated (decoupled PPO, A-3PO, M2PO); the default is plain PPO."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field PPO cannot run with."""
@@ -121,6 +124,8 @@ class PPO:
         self.distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if self.distributed else 1
         self._actor_thread: ThreadPoolExecutor | None = None
+        self.version = 0
+        """Policy version: the number of updates made. Samples record the version that acted."""
 
     # ------------------------------------------------------------------ rollout
     def begin_rollout(self) -> None:
@@ -145,7 +150,7 @@ class PPO:
         rewards = rewards.to(self.device, torch.float32)
         rewards = bootstrap_time_outs(rewards, value, extras.get("time_outs"), self.cfg.gamma)
         dones = dones.to(self.device).bool()
-        self.storage.add(obs, raw, log_prob, value, rewards, dones, params)
+        self.storage.add(obs, raw, log_prob, value, rewards, dones, params, self.version)
         self.policy.reset(dones)
         self._pending = None
 
@@ -163,11 +168,19 @@ class PPO:
     def update(self) -> dict[str, float]:
         """Optimize the clipped PPO objective over the rollout, then update observation normalizers.
 
+        With ``staleness.objective="decoupled"`` (or an M2 threshold) and ``proximal="recompute"``, the log-probs of
+        the stored actions under the pre-update policy (``pi_prox``) are computed first, in one pass without
+        gradients.
+
         Returns:
-            Mean surrogate loss, value loss, entropy, approximate KL, clip fraction and the first mini-batch's mean
-            ratio (1 by construction).
+            Mean surrogate loss, value loss, entropy, approximate KL, clip fraction, the first mini-batch's mean
+            ratio (1 by construction with fresh data or the decoupled objective), and the samples' staleness
+            (versions behind the pre-update policy, mean and max).
         """
         c = self.cfg
+        staleness = (self.version - self.storage.versions).float()
+        if c.staleness.needs_proximal and c.staleness.proximal == "recompute":
+            self.storage.proximal_log_probs = self._proximal_log_probs()
         if self.policy.is_recurrent:
             batches = self.storage.recurrent_mini_batches(c.num_mini_batches, c.num_learning_epochs)
         else:
@@ -194,7 +207,28 @@ class PPO:
         self.storage.clear()
         out = {k: float(v) / n for k, v in sums.items()}
         out["first_ratio"] = float(first_ratio) if first_ratio is not None else 1.0
+        out["staleness_mean"], out["staleness_max"] = float(staleness.mean()), float(staleness.max())
+        self.version += 1
         return out
+
+    @torch.no_grad()
+    def _proximal_log_probs(self) -> torch.Tensor:
+        """``log pi_prox [T, N]``: the stored actions' log-probs under the current (pre-update) policy."""
+        if self.policy.is_recurrent:
+            raise ValueError(
+                "staleness.proximal='recompute' needs a feed-forward policy; use proximal='loglinear' (A-3PO) with a "
+                "recurrent one."
+            )
+        st = self.storage
+        obs, actions = st.obs.flatten(0, 1), st.actions.flatten(0, 1)
+        actor_x, _ = self.policy.normalized_inputs(obs)
+        out = torch.cat(
+            [
+                self.policy.evaluate_actor(actor_x[i : i + 65536], actions[i : i + 65536], None, None)[0]
+                for i in range(0, actions.shape[0], 65536)
+            ]
+        )
+        return out.view(st.num_steps, st.num_envs)
 
     def _update_mini_batch(self, batch: MiniBatch, parallel: bool = False) -> dict[str, torch.Tensor]:
         """One optimizer step on ``batch``; gradients are accumulated over micro-batches (same gradient, better
@@ -246,8 +280,11 @@ class PPO:
         )
         actor_loss, critic_loss, stats = self.loss(batch, log_prob, entropy, values, share)
         self._actor_and_critic(actor_loss.backward, critic_loss.backward, parallel)
-        with torch.no_grad():
-            stats["kl"] = self.policy.dist.kl(batch.dist_params, params).mean()
+        if "kl_prox" in stats:  # decoupled: the trust region is around pi_prox, whose parameters are not stored
+            stats["kl"] = stats.pop("kl_prox")
+        else:
+            with torch.no_grad():
+                stats["kl"] = self.policy.dist.kl(batch.dist_params, params).mean()
         return stats
 
     def loss(
@@ -259,7 +296,8 @@ class PPO:
 
         split into the actor's part ``-L^CLIP - c_2 S`` and the critic's ``c_1 L^VF`` (no parameter in common, so
         the two parts' gradients are those of ``L``). ``L^VF`` is clipped around the rollout's values when
-        ``use_clipped_value_loss`` (PPO2 / rsl_rl, not in the paper).
+        ``use_clipped_value_loss`` (PPO2 / rsl_rl, not in the paper). With ``staleness.objective="decoupled"``,
+        ``-L^CLIP`` is replaced by the decoupled surrogate ``-L^dec`` (:mod:`rslkit.algorithms.staleness`).
 
         Args:
             batch: the rollout's log-probs, values, returns and advantages ``[B]``.
@@ -270,8 +308,11 @@ class PPO:
             ``(share * actor part, share * critic part, statistics)``.
         """
         c = self.cfg
-        ratio = torch.exp(log_prob - batch.log_probs)  # r_t(theta)
-        surrogate = clipped_surrogate(ratio, batch.advantages, c.clip_param)  # -L^CLIP (eq. 7)
+        # -L^CLIP (eq. 7) with r = pi_theta / pi_old, or the decoupled -L^dec with u = pi_theta / pi_prox
+        surrogate, ratio, stale_stats = policy_loss(
+            c.staleness, log_prob, batch.log_probs, batch.advantages, c.clip_param,
+            batch.proximal_log_probs, batch.versions, self.version,
+        )  # fmt: skip
         value_clip = c.clip_param if c.use_clipped_value_loss else None
         value = value_loss(values, batch.returns, batch.values, value_clip)  # L^VF
         entropy_mean = entropy.mean()  # S[pi_theta]
@@ -284,6 +325,7 @@ class PPO:
                 "clip_fraction": clip_fraction(ratio, c.clip_param),
                 "ratio_mean": ratio.detach().mean(),
                 "value": value.detach(),
+                **{k: v.detach() for k, v in stale_stats.items()},
             }
         return actor_loss, critic_loss, stats
 
@@ -362,6 +404,7 @@ class PPO:
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "learning_rate": self.learning_rate,
+            "version": self.version,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -369,3 +412,4 @@ class PPO:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.learning_rate = state["learning_rate"]
+        self.version = int(state.get("version", 0))  # checkpoints before policy versions start at 0

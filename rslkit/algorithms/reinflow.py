@@ -15,7 +15,7 @@ critic is trained alone for the first ``critic_warmup_iterations``.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -23,7 +23,8 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rslkit.algorithms.gae import bootstrap_time_outs, compute_gae, normalize_advantages
-from rslkit.algorithms.ppo_losses import clip_fraction, clipped_surrogate, value_loss
+from rslkit.algorithms.ppo_losses import clip_fraction, value_loss
+from rslkit.algorithms.staleness import StalenessCfg, policy_loss
 from rslkit.models.flow.noise_net import BoundedNoiseNet
 from rslkit.models.flow.noisy_chain import NoisyFlowChain
 from rslkit.models.flow.policy import FlowPolicy
@@ -64,6 +65,8 @@ class ReinFlowCfg:
     """Stop the epochs of an iteration once the approximate KL of the normalized ratio exceeds this (0: never)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before GAE (keeps value targets O(1))."""
+    staleness: StalenessCfg = field(default_factory=StalenessCfg)
+    """How decisions of older policy versions are treated (decoupled PPO, A-3PO, M2PO); default: plain PPO."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field ReinFlow cannot run with."""
@@ -142,6 +145,8 @@ class ReinFlow:
         self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device, [obs_group])
         self._pending: tuple | None = None
         self.chunk_gamma = cfg.gamma**chain.horizon
+        self.version = 0
+        """Policy version: the number of actor updates made. Decisions record the version that acted."""
 
     # ------------------------------------------------------------------ helpers
     def normalized_obs(self, obs: TensorDict) -> torch.Tensor:
@@ -181,7 +186,9 @@ class ReinFlow:
         if time_outs is not None:
             discount = extras.get("discount", torch.full_like(rewards, self.chunk_gamma)).to(self.device)
             rewards = bootstrap_time_outs(rewards, value, time_outs, discount)
-        self.storage.add(obs, chain.flatten(1), log_prob, value, rewards, dones.to(self.device).bool(), ())
+        self.storage.add(
+            obs, chain.flatten(1), log_prob, value, rewards, dones.to(self.device).bool(), (), self.version
+        )
         self._pending = None
 
     def compute_returns(self, last_obs: TensorDict) -> None:
@@ -197,10 +204,14 @@ class ReinFlow:
         """PPO epochs over the rollout (only the critic when ``update_actor`` is False).
 
         Returns:
-            Means of the losses, entropy, KL, clip fraction, sigma, the number of mini-batches run, and the first
-            mini-batch's mean ratio and largest ``|ratio - 1|`` (0 by construction).
+            Means of the losses, entropy, KL, clip fraction, sigma, the number of mini-batches run, the first
+            mini-batch's mean ratio and largest ``|ratio - 1|`` (0 by construction with fresh data or the decoupled
+            objective), and the decisions' staleness (versions behind the pre-update policy, mean and max).
         """
         c = self.cfg
+        staleness = (self.version - self.storage.versions).float()
+        if update_actor and c.staleness.needs_proximal and c.staleness.proximal == "recompute":
+            self.storage.proximal_log_probs = self._proximal_log_probs()
         sums: dict[str, float] = {}
         first: dict[str, float] = {}
         n = 0
@@ -222,7 +233,23 @@ class ReinFlow:
         out = {k: v / n for k, v in sums.items()}
         out.update(first)
         out["mini_batches"] = float(n)
+        out["staleness_mean"], out["staleness_max"] = float(staleness.mean()), float(staleness.max())
+        if update_actor:
+            self.version += 1
         return out
+
+    @torch.no_grad()
+    def _proximal_log_probs(self) -> torch.Tensor:
+        """``log pi_prox [T, N]``: the stored chains' normalized log-likelihoods under the pre-update chain."""
+        st = self.storage
+        obs_n = self.normalized_obs(st.obs.flatten(0, 1))
+        chains = st.actions.flatten(0, 1)
+        b = chains.shape[0]
+        chains = chains.view(b, self.chain.num_steps + 1, self.chain.horizon, self.chain.action_dim)
+        out = torch.cat(
+            [self.chain.normalized_log_prob(obs_n[i : i + 65536], chains[i : i + 65536])[0] for i in range(0, b, 65536)]
+        )
+        return out.view(st.num_steps, st.num_envs)
 
     def _update_mini_batch(self, batch: MiniBatch, update_actor: bool) -> dict[str, float]:
         c = self.cfg
@@ -235,11 +262,14 @@ class ReinFlow:
         critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
         self.critic_optimizer.step()
-        # Actor: L = -L^CLIP(r) - beta_H H + beta_W2 W2, r the ratio of the normalized chain likelihoods.
+        # Actor: L = -L^CLIP(r) - beta_H H + beta_W2 W2, r the ratio of the normalized chain likelihoods (or the
+        # decoupled -L^dec with u = pi_theta / pi_prox, rslkit.algorithms.staleness).
         log_prob, entropy = self.chain.normalized_log_prob(obs_n, chain)
-        log_ratio = log_prob - batch.log_probs
-        ratio = torch.exp(log_ratio)
-        surrogate = clipped_surrogate(ratio, batch.advantages, c.clip_param)  # -L^CLIP
+        surrogate, ratio, stale_stats = policy_loss(
+            c.staleness, log_prob, batch.log_probs, batch.advantages, c.clip_param,
+            batch.proximal_log_probs, batch.versions, self.version,
+        )  # fmt: skip
+        log_ratio = torch.log(ratio)
         entropy_mean = entropy.mean()  # H
         loss = surrogate - c.entropy_coef * entropy_mean
         w2 = torch.zeros((), device=self.device)
@@ -264,6 +294,7 @@ class ReinFlow:
                 "clip_fraction": float(clip_fraction(ratio, c.clip_param)),
                 "ratio_mean": float(ratio.mean()),
                 "ratio_max_dev": float((ratio - 1).abs().max()),
+                **{k: float(v) for k, v in stale_stats.items() if k != "kl_prox"},
             }
 
     @torch.no_grad()
@@ -285,6 +316,7 @@ class ReinFlow:
             "reference": self.reference.state_dict(),
             "actor_optimizer": self.actor_optimizer.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
+            "version": self.version,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -294,3 +326,4 @@ class ReinFlow:
         self.reference.load_state_dict(state["reference"])
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.version = int(state.get("version", 0))  # checkpoints before policy versions start at 0

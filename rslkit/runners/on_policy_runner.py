@@ -12,6 +12,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.ppo import PPO
+from rslkit.algorithms.staleness import update_metrics
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.runners.base import BaseRunner
@@ -131,7 +132,7 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
         t2 = time.perf_counter()
         steps = self.cfg.num_steps_per_env * self.env.num_envs * self.dist.world_size
         self.total_env_steps += steps
-        metrics = {f"Loss/{k}": v for k, v in losses.items()}
+        metrics = update_metrics(losses)
         metrics["Loss/learning_rate"] = self.alg.learning_rate
         metrics["Policy/mean_std"] = float(self._mean_std())
         metrics.update(self.stats.summary())

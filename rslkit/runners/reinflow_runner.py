@@ -12,6 +12,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg, make_chain
+from rslkit.algorithms.staleness import update_metrics
 from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
@@ -200,7 +201,7 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         t2 = time.perf_counter()
         steps = self.cfg.num_steps_per_env * self.env.num_envs * self.chunk_env.horizon
         self.total_env_steps += steps
-        metrics = {f"Loss/{k}": v for k, v in losses.items()}
+        metrics = update_metrics(losses)
         metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
         metrics["Policy/mean_std"] = self.alg.mean_sigma(obs)
         metrics["Policy/actor_updated"] = float(update_actor)

@@ -24,6 +24,10 @@ class MiniBatch:
     dist_params: tuple[torch.Tensor, ...]
     hidden: tuple[Hidden, Hidden] | None = None
     resets: torch.Tensor | None = None
+    proximal_log_probs: torch.Tensor | None = None
+    """``log pi_prox`` recomputed before the update (decoupled PPO), None when not needed."""
+    versions: torch.Tensor | None = None
+    """The policy version that produced each sample (int64)."""
 
     def split(self, size: int) -> list[MiniBatch]:
         """Consecutive feed-forward micro-batches of at most ``size`` samples (views, no copies)."""
@@ -41,6 +45,8 @@ class MiniBatch:
                     self.returns[sl],
                     self.advantages[sl],
                     tuple(p[sl] for p in self.dist_params),
+                    proximal_log_probs=None if self.proximal_log_probs is None else self.proximal_log_probs[sl],
+                    versions=None if self.versions is None else self.versions[sl],
                 )
             )
         return out
@@ -103,6 +109,9 @@ class RolloutStorage:
         self.dones = z(num_steps, n, dtype=torch.bool, device=device)
         self.returns = z(num_steps, n, device=device)
         self.advantages = z(num_steps, n, device=device)
+        self.versions = z(num_steps, n, dtype=torch.long, device=device)
+        self.proximal_log_probs: torch.Tensor | None = None
+        """``[T, N]`` ``log pi_prox`` of the stored actions, set by the update when its objective needs it."""
         self.dist_params: list[torch.Tensor] | None = None
         self.num_params = num_params
         self.hidden0: tuple[Hidden, Hidden] | None = None
@@ -117,8 +126,9 @@ class RolloutStorage:
         rewards: torch.Tensor,
         dones: torch.Tensor,
         dist_params: tuple[torch.Tensor, ...],
+        versions: torch.Tensor | int = 0,
     ) -> None:
-        """Store one transition (all ``[N, ...]``)."""
+        """Store one transition (all ``[N, ...]``); ``versions``: the policy version that acted (per env or one)."""
         if self.step >= self.num_steps:
             raise RuntimeError("Rollout storage is full; call clear() after the update.")
         t = self.step
@@ -129,6 +139,10 @@ class RolloutStorage:
         self.values[t].copy_(values)
         self.rewards[t].copy_(rewards)
         self.dones[t].copy_(dones)
+        if isinstance(versions, int):
+            self.versions[t].fill_(versions)
+        else:
+            self.versions[t].copy_(versions)
         if self.dist_params is None:
             self.dist_params = [torch.zeros(self.num_steps, *p.shape, device=self.device) for p in dist_params]
         for buf, p in zip(self.dist_params, dist_params):
@@ -138,6 +152,7 @@ class RolloutStorage:
     def clear(self) -> None:
         """Start a new rollout."""
         self.step = 0
+        self.proximal_log_probs = None
 
     def mini_batches(self, num_mini_batches: int, num_epochs: int) -> Iterator[MiniBatch]:
         """Shuffled feed-forward mini-batches over all ``T * N`` samples, ``num_epochs`` times."""
@@ -145,7 +160,9 @@ class RolloutStorage:
         size = total // num_mini_batches
         flat_obs = self.obs.flatten(0, 1)
         obs_keys = list(flat_obs.keys(include_nested=True, leaves_only=True))
-        fields = [self.actions, self.log_probs, self.values, self.returns, self.advantages, *(self.dist_params or [])]
+        prox = [] if self.proximal_log_probs is None else [self.proximal_log_probs]
+        fields = [self.actions, self.log_probs, self.values, self.returns, self.advantages, self.versions, *prox]
+        fields += self.dist_params or []
         # index_select is ~4x faster than advanced indexing (t[idx]) for row gathers on CPU
         gather = _RowGather([flat_obs.get(k) for k in obs_keys] + [t.flatten(0, 1) for t in fields])
         for _ in range(num_epochs):
@@ -156,8 +173,9 @@ class RolloutStorage:
                 obs = TensorDict({}, batch_size=[idx.numel()], device=flat_obs.device)
                 for key, value in zip(obs_keys, rows):
                     obs.set(key, value)
-                a, lp, v, r, adv, *params = rows[len(obs_keys) :]
-                yield MiniBatch(obs, a, lp, v, r, adv, tuple(params))
+                a, lp, v, r, adv, ver, *rest = rows[len(obs_keys) :]
+                prox_lp, params = (rest[0], rest[1:]) if prox else (None, rest)
+                yield MiniBatch(obs, a, lp, v, r, adv, tuple(params), proximal_log_probs=prox_lp, versions=ver)
 
     def recurrent_mini_batches(self, num_mini_batches: int, num_epochs: int) -> Iterator[MiniBatch]:
         """Mini-batches of whole ``[T, B]`` env sequences with their start hidden states and reset masks."""
@@ -183,4 +201,8 @@ class RolloutStorage:
                     dist_params=tuple(p[:, idx].flatten(0, 1) for p in self.dist_params or []),
                     hidden=(_select_hidden(self.hidden0[0], idx), _select_hidden(self.hidden0[1], idx)),
                     resets=resets[:, idx],
+                    proximal_log_probs=None
+                    if self.proximal_log_probs is None
+                    else self.proximal_log_probs[:, idx].flatten(),
+                    versions=self.versions[:, idx].flatten(),
                 )
