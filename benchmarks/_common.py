@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +281,53 @@ def run_child(
         why = "timed out" if rc is None else f"exit code {rc}"
         print(f"\n!! child run {spec['run_id']} failed ({why}); last output:\n{tail}\n", flush=True)
         return {"error": why, "log_tail": tail, "process_wall_s": wall}
+
+
+def run_children_in_lanes(
+    script: str,
+    specs: Sequence[dict[str, Any]],
+    lanes: int,
+    timeout_s: Callable[[dict[str, Any]], float],
+    on_result: Callable[[dict[str, Any], dict[str, Any]], None],
+    log_dir: Path | None = None,
+    snapshot: Path | None = None,
+) -> None:
+    """Run ``specs`` as children on ``lanes`` CPUs at once, each child pinned to its lane's CPU (``spec["cpu"]``).
+
+    A queue in the order of ``specs``: whenever a lane's run ends, the lane starts the next spec. ``on_result(spec,
+    result)`` is called (under a lock, in the order the runs finish) as each run ends, so the caller can write its
+    results after every run and an interrupted benchmark keeps what finished. Pinning one single-threaded run per
+    core keeps two runs from disturbing each other's caches and scheduling more than sharing the machine must.
+    """
+    import threading
+
+    usable = sorted(os.sched_getaffinity(0))
+    if lanes < 1 or lanes > len(usable):
+        raise ValueError(f"lanes must be in [1, {len(usable)}] (the CPUs this process may use), got {lanes}")
+    queue = list(specs)
+    lock = threading.Lock()
+
+    def lane(cpu: int) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                spec = {**queue.pop(0), "cpu": cpu}
+            result = run_child(script, spec, timeout_s(spec), log_dir, snapshot)
+            with lock:
+                on_result(spec, result)
+
+    threads = [threading.Thread(target=lane, args=(cpu,), daemon=True) for cpu in usable[:lanes]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def pin_to_cpu(cpu: int | None) -> None:
+    """In a child: run on ``cpu`` only (None: leave the affinity alone)."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
 
 
 def write_child_result(path: str, result: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ Run (results in benchmarks/results/sac_vs_sb3.json). On a shared 2-core machine 
 (oversubscribed OpenMP threads make SAC updates 10-50x slower, at random):
 
     .venv/bin/python benchmarks/sac_vs_sb3.py --threads 1 --parts pendulum            # ~5-10 min
-    .venv/bin/python benchmarks/sac_vs_sb3.py --threads 1 --parts mujoco              # hours on 2 cores
+    .venv/bin/python benchmarks/sac_vs_sb3.py --threads 1 --parts mujoco              # ~2 h on 2 cores
     .venv/bin/python benchmarks/sac_vs_sb3.py --quick                                 # smoke test, ~5 min
 
 Part ``pendulum`` - wall-clock and env steps until the mean return of the last ``--window`` (10) finished training
@@ -15,15 +15,23 @@ episodes first reaches ``--threshold`` (-200), capped at ``--cap-rslkit`` / ``--
     SB3: ``SAC("MlpPolicy")`` on Gymnasium ``Pendulum-v1`` (1 env) with the rl-baselines3-zoo hyperparameters
     (``hyperparams/sac.yml``, ``Pendulum-v1``: learning_rate 1e-3; the rest SB3 defaults: 256-256 networks,
     batch 256, tau 0.005, gamma 0.99, 1 update per env step, learning_starts 100); a callback stops it.
-Part ``mujoco`` - mean return of the last ``--window`` training episodes after ``--mujoco-steps`` (300k) env steps
-on each of ``--mujoco-envs`` (Hopper-v5, HalfCheetah-v5), and the wall-clock it took.
-    rslkit: ``--task gym:<EnvId>`` defaults (``gym_sac_cfg``: 8 envs in a SyncVectorEnv, 256-256 networks, batch
-    512, 4 updates per vectorized step = 0.5 per transition, tau 0.005, 5000 random transitions).
+Part ``mujoco`` - the mean return of the last ``--window`` training episodes at 10k, 50k and ``--mujoco-steps``
+(100k) env steps on each of ``--mujoco-envs`` (Hopper-v5, HalfCheetah-v5), ``--mujoco-seeds`` (0 1), and the
+wall-clock it took (~2 h on 2 cores). Rows (``--mujoco-libs``):
+    rslkit: ``train.py --task gym:<EnvId> --algo sac`` defaults (``gym_sac_cfg``: 8 envs in a SyncVectorEnv,
+    256-256 networks, batch 512, 4 updates per vectorized step = 0.5 per transition, tau 0.005, 5000 random
+    transitions).
+    rslkit-utd: the real-world loop's single-env recipe (``rslkit.realworld.defaults``: 1 env, UTD 10, batch 256,
+    1-step targets, LayerNorm critics, lr 1e-3, tau 0.01) with 5000 random transitions, run ``--utd-steps`` (15k)
+    env steps: 100k gradient updates, about the 90k SB3 makes in 100k env steps.
     SB3: ``SAC("MlpPolicy")`` with the zoo's MuJoCo setting learning_starts 10000, otherwise defaults.
+The runs go through a queue on ``--lanes`` (2) lanes, one run per CPU core, pinned to it, one torch thread each: a
+run per core keeps the comparison fair (both libraries get one core; neither is slowed by the other's threads).
+Results are written after every finished run, so an interrupted benchmark keeps what finished.
 
-Every run is a fresh child process; for each seed the libraries run back to back and the order alternates from
-seed to seed, so drift of the shared machine's load hits both alike. Caveat: rslkit's 64 envs finish their
-episodes together, so its window is the newest round of episodes, while SB3's 10 episodes span 2000 steps and lag.
+Every run is a fresh child process. Part ``pendulum``: for each seed the libraries run back to back and the order
+alternates from seed to seed, so drift of the shared machine's load hits both alike. Caveat: rslkit's 64 envs finish
+their episodes together, so its window is the newest round of episodes, while SB3's 10 episodes span 2000 steps.
 """
 
 from __future__ import annotations
@@ -51,23 +59,26 @@ def _mean(values: deque) -> float | None:
 
 
 def run_rslkit(spec: dict[str, Any]) -> dict[str, Any]:
-    from rslkit.envs.gym_adapter import gym_task_spec
     from rslkit.envs.registry import make_env
+    from rslkit.realworld.defaults import realworld_overrides
     from rslkit.recipes import agent_cfg
+    from rslkit.recipes.run import build_run
     from rslkit.runners.off_policy_runner import OffPolicyRunner
 
     t0 = time.perf_counter()
     if spec["part"] == "pendulum":
         env = make_env("pendulum", num_envs=spec["num_envs"], seed=spec["seed"])
         cfg = agent_cfg("pendulum", "sac")
+        cfg.logger, cfg.episode_stats_window = (), spec["window"]
+        runner = OffPolicyRunner(env, cfg, None, "cpu")
     else:
-        task = gym_task_spec(f"gym:{spec['env_id']}")
-        env_cfg = task.env_cfg()
-        env_cfg.seed = spec["seed"]
-        env = task.make_env(env_cfg, "cpu")
-        cfg = agent_cfg(task.name, "sac")
-    cfg.logger, cfg.episode_stats_window = (), spec["window"]
-    runner = OffPolicyRunner(env, cfg, None, "cpu")
+        task = f"gym:{spec['env_id']}"
+        over = ["--agent.episode_stats_window", str(spec["window"])]
+        if spec["lib"] == "rslkit-utd":  # the real-world loop's recipe, with MuJoCo's usual 5000 random transitions
+            over = [*realworld_overrides(task), "--agent.learning_starts", "5000", *over]
+        env, runner = build_run(task, "sac", over, num_envs=1 if spec["lib"] == "rslkit-utd" else None,
+                                seed=spec["seed"])  # fmt: skip
+        assert isinstance(runner, OffPolicyRunner)
     build_s = time.perf_counter() - t0
     curve: list[tuple[float, int, float | None]] = []
     reached = None
@@ -139,10 +150,11 @@ def run_sb3(spec: dict[str, Any]) -> dict[str, Any]:
 def child_main(spec: dict[str, Any], result_path: str) -> None:
     import torch
 
+    C.pin_to_cpu(spec.get("cpu"))
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
     C.seed_all(spec["seed"])
-    result = run_rslkit(spec) if spec["lib"] == "rslkit" else run_sb3(spec)
+    result = run_sb3(spec) if spec["lib"] == "sb3" else run_rslkit(spec)
     result["peak_rss_mib"] = C.peak_rss_mib()
     C.write_child_result(result_path, {**spec, **result})
 
@@ -151,7 +163,7 @@ def child_main(spec: dict[str, Any], result_path: str) -> None:
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--parts", nargs="+", default=["pendulum", "mujoco"], choices=["pendulum", "mujoco"])
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="pendulum: seeds")
     p.add_argument("--threshold", type=float, default=-200.0, help="pendulum: target mean return")
     p.add_argument("--window", type=int, default=10, help="finished training episodes averaged")
     p.add_argument("--rslkit-envs", type=int, default=64, help="pendulum: rslkit's parallel envs")
@@ -159,51 +171,84 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cap-sb3", type=float, default=600.0, help="pendulum: time cap of an SB3 run (s)")
     p.add_argument("--pendulum-max-steps", type=int, default=2_000_000, help="pendulum: env step cap per run")
     p.add_argument("--mujoco-envs", nargs="+", default=["Hopper-v5", "HalfCheetah-v5"])
-    p.add_argument("--mujoco-steps", type=int, default=300_000, help="mujoco: env steps per run")
-    p.add_argument("--mujoco-cap", type=float, default=6 * 3600.0, help="mujoco: time cap of a run (s)")
+    p.add_argument("--mujoco-seeds", nargs="+", type=int, default=[0, 1])
+    p.add_argument("--mujoco-libs", nargs="+", default=list(MUJOCO_LIBS), choices=list(MUJOCO_LIBS))
+    p.add_argument("--mujoco-steps", type=int, default=100_000, help="mujoco: env steps per run (rslkit, sb3)")
+    p.add_argument("--utd-steps", type=int, default=15_000, help="mujoco: env steps per rslkit-utd run")
+    p.add_argument("--mujoco-cap", type=float, default=2 * 3600.0, help="mujoco: time cap of a run (s)")
+    p.add_argument("--lanes", type=int, default=2, help="mujoco: runs at once, one per CPU core")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads in every run (0: torch default)")
     p.add_argument("--out", default=None, help="JSON output (default benchmarks/results/sac_vs_sb3.json)")
     p.add_argument("--logs", default=None, help="keep each child's console output in this folder")
+    p.add_argument("--no-snapshot", action="store_true", help="children import the working tree's rslkit")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 seed, -400 threshold, Hopper 10k steps")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.quick:
         args.seeds, args.threshold, args.cap_rslkit, args.cap_sb3 = [0], -400.0, 60.0, 120.0
-        args.mujoco_envs, args.mujoco_steps = ["Hopper-v5"], 10_000
+        args.mujoco_envs, args.mujoco_seeds, args.mujoco_steps, args.utd_steps = ["Hopper-v5"], [0], 10_000, 6_000
         if args.out is None:
             args.out = str(C.RESULTS_DIR / "sac_vs_sb3_quick.json")
     return args
 
 
-def _specs(args: argparse.Namespace) -> list[dict[str, Any]]:
-    specs = []
+MUJOCO_LIBS = ("rslkit", "rslkit-utd", "sb3")
+CHECKPOINTS = (10_000, 50_000, 100_000)
+"""Env steps at which the MuJoCo part reports the training return."""
+
+
+def _specs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(pendulum specs, run one after another; mujoco specs, queued on the lanes)``."""
+    pendulum, mujoco = [], []
     common = {"window": args.window, "threads": args.threads, "threshold": args.threshold}
-    for i, seed in enumerate(args.seeds):
-        order = ["rslkit", "sb3"] if i % 2 == 0 else ["sb3", "rslkit"]
-        if "pendulum" in args.parts:
-            for pos, lib in enumerate(order):
+    if "pendulum" in args.parts:
+        for i, seed in enumerate(args.seeds):
+            for pos, lib in enumerate(["rslkit", "sb3"] if i % 2 == 0 else ["sb3", "rslkit"]):
                 cap = args.cap_rslkit if lib == "rslkit" else args.cap_sb3
-                specs.append({**common, "part": "pendulum", "env_id": "pendulum", "lib": lib, "seed": seed,
-                              "position": pos, "cap_s": cap, "max_env_steps": args.pendulum_max_steps,
-                              "num_envs": args.rslkit_envs})  # fmt: skip
-        if "mujoco" in args.parts:
+                pendulum.append({**common, "part": "pendulum", "env_id": "pendulum", "lib": lib, "seed": seed,
+                                 "position": pos, "cap_s": cap, "max_env_steps": args.pendulum_max_steps,
+                                 "num_envs": args.rslkit_envs})  # fmt: skip
+    if "mujoco" in args.parts:
+        # rslkit and SB3 of one (task, seed) start together on the two lanes; the short rslkit-utd runs go last
+        main = [lib for lib in ("rslkit", "sb3") if lib in args.mujoco_libs]
+        for i, seed in enumerate(args.mujoco_seeds):
             for env_id in args.mujoco_envs:
-                for pos, lib in enumerate(order):
-                    specs.append({**common, "part": "mujoco", "env_id": env_id, "lib": lib, "seed": seed,
-                                  "position": pos, "cap_s": args.mujoco_cap,
-                                  "max_env_steps": args.mujoco_steps})  # fmt: skip
-    for k, s in enumerate(specs):
+                for lib in main if i % 2 == 0 else main[::-1]:
+                    mujoco.append({**common, "part": "mujoco", "env_id": env_id, "lib": lib, "seed": seed,
+                                   "cap_s": args.mujoco_cap, "max_env_steps": args.mujoco_steps})  # fmt: skip
+        if "rslkit-utd" in args.mujoco_libs:
+            for env_id in args.mujoco_envs:
+                for seed in args.mujoco_seeds:
+                    mujoco.append({**common, "part": "mujoco", "env_id": env_id, "lib": "rslkit-utd", "seed": seed,
+                                   "cap_s": args.mujoco_cap, "max_env_steps": args.utd_steps})  # fmt: skip
+    for k, s in enumerate(pendulum + mujoco):
         s["run_id"] = f"{k:02d}_{s['part']}_{s['env_id']}_{s['lib']}_s{s['seed']}"
-    return specs
+    return pendulum, mujoco
+
+
+def return_at(curve: list, steps: int) -> float | None:
+    """The windowed training return of the newest curve point at or before ``steps`` env steps (None: none yet,
+    or the run stopped before ``steps``)."""
+    if not curve or curve[-1][1] < steps * 0.999:
+        return None
+    before = [mean for _, s, mean in curve if s <= steps and mean is not None]
+    return before[-1] if before else None
+
+
+def time_at(curve: list, steps: int) -> float | None:
+    """Seconds of the training loop until ``steps`` env steps (None: not reached)."""
+    return next((t for t, s, _ in curve if s >= steps), None)
 
 
 def _summarize(runs: list[dict[str, Any]], part: str, env_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for lib in ("rslkit", "sb3"):
+    for lib in ("rslkit", "rslkit-utd", "sb3"):
         rs = [r for r in runs if r["part"] == part and r["env_id"] == env_id and r["lib"] == lib and "error" not in r]
+        if not rs:
+            continue
         ok = [r for r in rs if r["reached"]]
-        out[lib] = {
+        m = out[lib] = {
             "runs": len(rs),
             "reached": f"{len(ok)}/{len(rs)}",
             "time_s": C.median([r["time_s"] for r in ok]),
@@ -211,8 +256,46 @@ def _summarize(runs: list[dict[str, Any]], part: str, env_id: str) -> dict[str, 
             "return_at_stop": C.median([r["return_at_stop"] for r in rs if r["return_at_stop"] is not None]),
             "loop_s": C.median([r["loop_s"] for r in rs]),
             "env_steps_total": C.median([r["env_steps_total"] for r in rs]),
+            "updates": C.median([r["updates"] for r in rs]),
         }
+        if part == "mujoco":
+            for k in CHECKPOINTS:
+                rets = [return_at(r["curve"], k) for r in rs]
+                m[f"return_at_{k // 1000}k"] = [None if v is None else round(v, 1) for v in rets]
+                m[f"return_at_{k // 1000}k_mean"] = C.median([v for v in rets if v is not None]) if len(rs) else None
+                m[f"time_at_{k // 1000}k_s"] = C.median([t for t in (time_at(r["curve"], k) for r in rs) if t])
     return out
+
+
+def _report(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    rows = []
+    for part, env_id in dict.fromkeys((r["part"], r["env_id"]) for r in runs):
+        s = summary[f"{part}:{env_id}"] = _summarize(runs, part, env_id)
+        for lib, m in s.items():
+            at = [C.fmt(m.get(f"return_at_{k // 1000}k_mean")) for k in CHECKPOINTS] if part == "mujoco" else ["-"] * 3
+            rows.append([part, env_id, lib, m["reached"] if part == "pendulum" else f"{m['runs']} runs",
+                         C.fmt(m["time_s"]), C.fmt(m["env_steps"], ",.0f"), *at, C.fmt(m["return_at_stop"]),
+                         C.fmt(m["loop_s"]), C.fmt(m["env_steps_total"], ",.0f")])  # fmt: skip
+    print("\nSummary (medians over seeds; pendulum: time/env steps to the threshold over the seeds that reached it;"
+          " mujoco: training return at 10k/50k/100k env steps)")  # fmt: skip
+    C.print_table(["part", "env", "lib", "reached", "time s", "env steps", "R@10k", "R@50k", "R@100k", "return",
+                   "loop s", "steps run"], rows)  # fmt: skip
+    return summary
+
+
+def _print_run(k: int, total: int, spec: dict[str, Any], res: dict[str, Any]) -> None:
+    name = f"{spec['part']:<8} {spec['env_id']:<15} {spec['lib']:<10} seed {spec['seed']}"
+    lane = f" (cpu {spec['cpu']})" if "cpu" in spec else ""
+    if "error" in res:
+        print(f"[{k}/{total}] {name}{lane}: FAILED", flush=True)
+    elif spec["part"] == "pendulum":
+        state = (f"reached in {res['time_s']:6.1f} s, {res['env_steps']:>9,} env steps" if res["reached"] else
+                 f"NOT reached within {res['loop_s']:.0f} s / {res['env_steps_total']:,} env steps")  # fmt: skip
+        print(f"[{k}/{total}] {name}: {state} (return {C.fmt(res['return_at_stop'])})", flush=True)
+    else:
+        print(f"[{k}/{total}] {name}{lane}: return {C.fmt(res['return_at_stop'])} after {res['env_steps_total']:,}"
+              f" env steps in {res['loop_s']:.0f} s", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -223,55 +306,51 @@ def main() -> None:
     info = C.machine_info(["rslkit", "stable-baselines3", "gymnasium", "mujoco", "numpy"])
     C.print_machine_info(info)
     script, logs = str(Path(__file__).resolve()), Path(args.logs) if args.logs else None
-    specs = _specs(args)
+    snapshot, fingerprint = (None, None) if args.no_snapshot else C.snapshot_code()
+    pendulum, mujoco = _specs(args)
+    total = len(pendulum) + len(mujoco)
     runs: list[dict[str, Any]] = []
     t_start = time.perf_counter()
-    for k, spec in enumerate(specs):
-        name = f"{spec['part']:<8} {spec['env_id']:<15} {spec['lib']:<6} seed {spec['seed']}"
-        print(f"[{k + 1}/{len(specs)}] {name} ... ", end="", flush=True)
-        res = {**spec, **C.run_child(script, spec, spec["cap_s"] + 900.0, logs)}
-        runs.append(res)
-        if "error" in res:
-            print("FAILED", flush=True)
-        elif spec["part"] == "pendulum":
-            state = (
-                f"reached in {res['time_s']:6.1f} s, {res['env_steps']:>9,} env steps"
-                if res["reached"]
-                else f"NOT reached within {res['loop_s']:.0f} s / {res['env_steps_total']:,} env steps"
-            )
-            print(f"{state} (return {C.fmt(res['return_at_stop'])})", flush=True)
-        else:
-            print(f"return {C.fmt(res['return_at_stop'])} after {res['env_steps_total']:,} env steps in "
-                  f"{res['loop_s']:.0f} s", flush=True)  # fmt: skip
-    total_s = time.perf_counter() - t_start
 
-    summary: dict[str, Any] = {}
-    rows = []
-    for part, env_id in dict.fromkeys((r["part"], r["env_id"]) for r in runs):
-        s = summary[f"{part}:{env_id}"] = _summarize(runs, part, env_id)
-        for lib, m in s.items():
-            rows.append([part, env_id, lib, m["reached"] if part == "pendulum" else "-", C.fmt(m["time_s"]),
-                         C.fmt(m["env_steps"], ",.0f"), C.fmt(m["return_at_stop"]), C.fmt(m["loop_s"]),
-                         C.fmt(m["env_steps_total"], ",.0f")])  # fmt: skip
-    print("\nSummary (medians over seeds; time/env steps to the threshold over the seeds that reached it)")
-    C.print_table(["part", "env", "lib", "reached", "time s", "env steps", "return", "loop s", "steps run"], rows)
-    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    info["total_wall_s"] = total_s
-    print(f"\nTotal wall time {total_s / 60:.1f} min; load average at end {info['loadavg_at_end']}")
-    payload = {
-        "benchmark": "sac_vs_sb3",
-        "machine": info,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("child", "result")},
-        "sb3_hyperparameters": {
-            "pendulum": SB3_ZOO_PENDULUM,
-            "mujoco": SB3_ZOO_MUJOCO,
-            "source": "DLR-RM/rl-baselines3-zoo hyperparams/sac.yml",
-        },  # fmt: skip
-        "summary": summary,
-        "runs": runs,
-    }
-    path = C.write_results("sac_vs_sb3", payload, args.out)
-    print(f"results written to {path}")
+    def write() -> None:
+        info["loadavg_now"] = [round(x, 2) for x in os.getloadavg()]
+        info["total_wall_s"] = time.perf_counter() - t_start
+        info["rslkit_fingerprints_seen"] = C.check_fingerprints(runs, fingerprint)
+        payload = {
+            "benchmark": "sac_vs_sb3",
+            "machine": info,
+            "settings": {k: v for k, v in vars(args).items() if k not in ("child", "result")},
+            "sb3_hyperparameters": {
+                "pendulum": SB3_ZOO_PENDULUM,
+                "mujoco": SB3_ZOO_MUJOCO,
+                "source": "DLR-RM/rl-baselines3-zoo hyperparams/sac.yml",
+            },  # fmt: skip
+            "finished_runs": f"{len(runs)}/{total}",
+            "summary": _summarize_all(runs),
+            "runs": runs,
+        }
+        C.write_results("sac_vs_sb3", payload, args.out)
+
+    def done(spec: dict[str, Any], result: dict[str, Any]) -> None:
+        runs.append({**spec, **result})
+        _print_run(len(runs), total, spec, result)
+        write()
+
+    for spec in pendulum:
+        done(spec, C.run_child(script, spec, spec["cap_s"] + 900.0, logs, snapshot))
+    if mujoco:
+        lanes = min(args.lanes, len(mujoco))
+        print(f"MuJoCo: {len(mujoco)} runs on {lanes} lanes (one per core)", flush=True)
+        C.run_children_in_lanes(script, mujoco, lanes, lambda s: s["cap_s"] + 900.0, done, logs, snapshot)
+    summary = _report(runs)
+    write()
+    minutes = (time.perf_counter() - t_start) / 60
+    print(f"\nTotal wall time {minutes:.1f} min; load average at end {info['loadavg_now']}")
+    print(f"results written to {args.out or C.RESULTS_DIR / 'sac_vs_sb3.json'} ({len(summary)} groups)")
+
+
+def _summarize_all(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {f"{p}:{e}": _summarize(runs, p, e) for p, e in dict.fromkeys((r["part"], r["env_id"]) for r in runs)}
 
 
 if __name__ == "__main__":
