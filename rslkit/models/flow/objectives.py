@@ -1,15 +1,33 @@
-"""Training objectives of flow policies: rectified flow (flow matching) and shortcut models."""
+"""Training objectives of flow policies: rectified flow (flow matching) and shortcut models.
+
+They take any :class:`FlowModel`: the state-only :class:`~rslkit.models.flow.FlowPolicy` (conditioning: a vector)
+or the VLA-style :class:`~rslkit.models.vla.VLAPolicy` (conditioning: observation tokens).
+"""
 
 from __future__ import annotations
 
-import torch
+from typing import Any, Protocol
 
-from rslkit.models.flow.policy import FlowPolicy
+import torch
+from torch import nn
+
+
+class FlowModel(Protocol):
+    """What the objectives need of a policy: its conditioning of normalized observations and its velocity net
+    ``net(x_t [B, Ta, A], t [B], conditioning, d [B] or None) -> [B, Ta, A]``."""
+
+    @property
+    def net(self) -> nn.Module: ...
+
+    @property
+    def step_conditioned(self) -> bool: ...
+
+    def conditioning(self, obs_n: Any, future_n: torch.Tensor | None = None) -> torch.Tensor: ...
 
 
 def rectified_flow_loss(
-    policy: FlowPolicy,
-    obs_n: torch.Tensor,
+    policy: FlowModel,
+    obs_n: Any,
     x1: torch.Tensor,
     generator: torch.Generator | None = None,
     future_n: torch.Tensor | None = None,
@@ -20,7 +38,7 @@ def rectified_flow_loss(
 
     Args:
         policy: the flow policy.
-        obs_n: ``[B, D]`` normalized observations.
+        obs_n: ``[B, D]`` normalized observations (a VLA policy: its normalized input groups ``[B]``).
         x1: ``[B, Ta, A]`` normalized demonstrated action chunks (data, ``t = 1``).
         future_n: ``[B, S]`` normalized future states (future-state policies; default: the observed state).
 
@@ -37,12 +55,12 @@ def rectified_flow_loss(
 
 
 def shortcut_loss(
-    policy: FlowPolicy,
-    obs_n: torch.Tensor,
+    policy: FlowModel,
+    obs_n: Any,
     x1: torch.Tensor,
     bootstrap_fraction: float = 0.25,
     min_step_log2: int = 7,
-    target: FlowPolicy | None = None,
+    target: FlowModel | None = None,
     generator: torch.Generator | None = None,
     future_n: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

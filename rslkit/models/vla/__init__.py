@@ -1,0 +1,16 @@
+"""VLA-style flow policies: images + instruction + state -> action chunks, a transformer action expert."""
+
+from rslkit.models.vla.action_expert import ActionExpert, ExpertBlock
+from rslkit.models.vla.config import VLAPolicyCfg
+from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
+from rslkit.models.vla.tokens import ImageTokenizer, ObservationTokenizer
+
+__all__ = [
+    "INSTRUCTION_GROUP",
+    "ActionExpert",
+    "ExpertBlock",
+    "ImageTokenizer",
+    "ObservationTokenizer",
+    "VLAPolicy",
+    "VLAPolicyCfg",
+]

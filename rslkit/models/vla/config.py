@@ -1,0 +1,84 @@
+"""Architecture of a VLA-style flow policy: which inputs it reads and the size of its transformer action expert."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rslkit.utils.validation import expect
+
+
+@dataclass
+class VLAPolicyCfg:
+    """Camera images + a language instruction + proprioceptive state -> action chunks by flow matching.
+
+    CLI: ``--agent.policy.<field>``. Observation tokens: one for the state, one for the instruction (when
+    ``language_dim > 0``) and ``token_grid**2`` per camera; the action expert attends to them from the noisy action
+    tokens (one per chunk step).
+    """
+
+    cameras: tuple[str, ...] = ()
+    """Camera names; each is read from the observation group ``camera_<name>`` (uint8 ``[B, H, W, 3]``)."""
+    image_size: tuple[int, int] = (64, 64)
+    """``(H, W)`` of every camera image; other sizes are refused (render or record at this size)."""
+    state_group: str = "policy"
+    """Observation group of the proprioceptive state (``observation.state`` in datasets)."""
+    language_dim: int = 0
+    """Size of the instruction embedding (the group ``instruction``, float ``[B, E]``; 384 for MiniLM); 0: no
+    language input."""
+    horizon: int = 16
+    """Action chunk length ``Ta`` (one action token each)."""
+    num_inference_steps: int = 4
+    """Euler steps ``K`` of the sampler (and of a ReinFlow chain)."""
+    d_model: int = 128
+    num_heads: int = 4
+    num_layers: int = 4
+    """Blocks of the action expert: self-attention over action tokens, cross-attention to observation tokens, MLP."""
+    mlp_ratio: int = 4
+    cnn_channels: tuple[int, ...] = (32, 64, 128)
+    """Stride-2 3x3 convolutions of the image encoder (from scratch); its feature map is pooled to ``token_grid``."""
+    token_grid: int = 4
+    """Each camera gives ``token_grid x token_grid`` tokens (SmolVLA: 64 per frame; 16 keeps CPU training fast)."""
+    time_embed_dim: int = 64
+    causal_actions: bool = False
+    """Causal self-attention over the action tokens (SmolVLA's expert): token ``i`` sees tokens ``<= i`` only."""
+    objective: Literal["rectified_flow", "shortcut"] = "rectified_flow"
+    """``shortcut`` conditions the expert on the step size ``d`` (Frans et al. 2024), as for state-only flows."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for an architecture that cannot be built."""
+        for name in ("horizon", "num_inference_steps", "d_model", "num_heads", "num_layers", "mlp_ratio", "token_grid"):
+            value = getattr(self, name)
+            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
+        expect(
+            self.d_model % self.num_heads == 0,
+            "d_model",
+            f"must be divisible by num_heads ({self.num_heads}), got {self.d_model}",
+        )
+        emb = self.time_embed_dim
+        expect(
+            isinstance(emb, int) and emb >= 2 and emb % 2 == 0, "time_embed_dim", f"must be even and >= 2, got {emb}"
+        )
+        expect(
+            isinstance(self.language_dim, int) and self.language_dim >= 0,
+            "language_dim",
+            f"must be an integer >= 0 (0: no language), got {self.language_dim}",
+        )
+        size = tuple(self.image_size)
+        expect(
+            len(size) == 2 and all(isinstance(s, int) and s >= 8 for s in size),
+            "image_size",
+            f"must be (H, W) with both >= 8, got {self.image_size}",
+        )
+        expect(
+            len(self.cnn_channels) >= 1 and all(isinstance(c, int) and c >= 1 for c in self.cnn_channels),
+            "cnn_channels",
+            f"must be one or more integers >= 1, got {self.cnn_channels}",
+        )
+        expect(len(set(self.cameras)) == len(self.cameras), "cameras", f"names a camera twice: {self.cameras}")
+        expect(bool(self.state_group), "state_group", "must name an observation group (e.g. policy)")
+        expect(
+            self.objective in ("rectified_flow", "shortcut"),
+            "objective",
+            f"must be 'rectified_flow' or 'shortcut', got {self.objective!r}",
+        )

@@ -1,0 +1,77 @@
+"""Observation tokens of a VLA-style policy: the state, the instruction and each camera's image as ``d``-wide tokens.
+
+Layout along the token axis, fixed by the config: ``[state, instruction (if any), camera 1 (G*G), camera 2 ...]``.
+Every slot adds a learned position embedding, so the expert can tell the state from the instruction and one
+camera's patch from another's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rslkit.models.vla.config import VLAPolicyCfg
+
+
+class ImageTokenizer(nn.Module):
+    """``[B, 3, H, W]`` in ``[0, 1]`` -> ``[B, G*G, d]``: stride-2 3x3 convolutions (GELU), adaptive average pooling
+    to a ``G x G`` grid, a linear projection of each cell (a small CNN trained from scratch)."""
+
+    def __init__(self, channels: tuple[int, ...], grid: int, d_model: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_ch = 3
+        for ch in channels:
+            layers += [nn.Conv2d(in_ch, ch, 3, stride=2, padding=1), nn.GroupNorm(1, ch), nn.GELU()]
+            in_ch = ch
+        self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(grid))
+        self.proj = nn.Linear(in_ch, d_model)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """``images [B, 3, H, W]`` -> tokens ``[B, G*G, d]``."""
+        return self.proj(self.conv(images * 2.0 - 1.0).flatten(2).transpose(1, 2))
+
+
+class ObservationTokenizer(nn.Module):
+    """Normalized inputs (a dict of tensors) -> observation tokens ``[B, L, d]`` in the layout of the module doc.
+
+    Args:
+        state_dim: size of the normalized state.
+        cfg: the policy's architecture.
+    """
+
+    def __init__(self, state_dim: int, cfg: VLAPolicyCfg) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.cameras = tuple(cfg.cameras)
+        self.state = nn.Sequential(nn.Linear(state_dim, d), nn.GELU(), nn.Linear(d, d))
+        self.language = nn.Linear(cfg.language_dim, d) if cfg.language_dim > 0 else None
+        self.images = nn.ModuleDict({c: ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d) for c in self.cameras})
+        self.tokens_per_camera = cfg.token_grid**2
+        self.num_tokens = 1 + (self.language is not None) + len(self.cameras) * self.tokens_per_camera
+        self.position = nn.Parameter(torch.randn(self.num_tokens, d) * 0.02)
+        self.norm = nn.LayerNorm(d)
+
+    def layout(self) -> list[tuple[str, slice]]:
+        """``[(name, token slice), ...]``: ``state``, ``instruction`` and ``camera_<name>`` in token order."""
+        out, start = [("state", slice(0, 1))], 1
+        if self.language is not None:
+            out.append(("instruction", slice(1, 2)))
+            start = 2
+        for c in self.cameras:
+            out.append((f"camera_{c}", slice(start, start + self.tokens_per_camera)))
+            start += self.tokens_per_camera
+        return out
+
+    def forward(
+        self, state: torch.Tensor, language: torch.Tensor | None, images: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``state [B, S]``, ``language [B, E]`` (None without language), ``images {camera: [B, 3, H, W]}`` ->
+        ``[B, L, d]``."""
+        parts = [self.state(state).unsqueeze(1)]
+        if self.language is not None:
+            if language is None:
+                raise ValueError("This VLA policy reads an instruction embedding; pass one (the 'instruction' group).")
+            parts.append(self.language(language).unsqueeze(1))
+        parts += [self.images[c](images[c]) for c in self.cameras]
+        return self.norm(torch.cat(parts, dim=1) + self.position)
