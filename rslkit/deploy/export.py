@@ -19,13 +19,14 @@ import onnx
 import torch
 import torch.nn as nn
 
-from rslkit.deploy.graphs import FlowChunkGraph, PPORecurrentGraph, PPOStepGraph, SACStepGraph
+from rslkit.deploy.graphs import FlowChunkGraph, PPORecurrentGraph, PPOStepGraph, SACStepGraph, VLAChunkGraph
 from rslkit.deploy.metadata import PolicyMetadata, write_metadata
 from rslkit.envs.vec_env import control_period
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.normalizer import EmpiricalNormalization
 from rslkit.models.sac_networks import SACModel
+from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.recipes import load_run
 
 DEFAULT_OPSET = 17
@@ -77,7 +78,7 @@ def plan_export(
     num_flow_steps: int | None = None,
     names: dict[str, Any] | None = None,
 ) -> ExportPlan:
-    """Wrap ``policy`` (ActorCritic, SACModel or FlowPolicy) for export, with batch-1 example inputs.
+    """Wrap ``policy`` (ActorCritic, SACModel, FlowPolicy or VLAPolicy) for export, with batch-1 example inputs.
 
     Args:
         policy: the trained model (its weights are shared, not copied; it is put in eval mode).
@@ -175,9 +176,41 @@ def plan_export(
             flow_examples.append(torch.zeros(1, policy.future_state_dim))
             axes["future_state"] = {0: "batch"}
         return ExportPlan(graph, tuple(flow_examples), axes, meta)
+    if isinstance(policy, VLAPolicy):
+        return _plan_vla(policy, num_flow_steps, metadata)
     raise ValueError(
-        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy."
+        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy, VLAPolicy."
     )
+
+
+def _plan_vla(policy: VLAPolicy, num_flow_steps: int | None, metadata: Any) -> ExportPlan:
+    """The export plan of a VLA policy: state, instruction embedding and uint8 camera inputs, then noise."""
+    graph = VLAChunkGraph(policy, num_flow_steps)
+    c = policy.cfg
+    h, w = c.image_size
+    shapes: dict[str, list[int]] = {c.state_group: [policy.obs_dim]}
+    if c.language_dim > 0:
+        shapes[INSTRUCTION_GROUP] = [c.language_dim]
+    cameras = {g: [h, w, 3] for g in graph.groups if g.startswith("camera_")}
+    shapes |= cameras
+    examples = [torch.zeros(1, *shapes[g], dtype=torch.uint8 if g in cameras else torch.float32) for g in graph.groups]
+    examples.append(torch.zeros(1, policy.horizon, policy.action_dim))
+    axes = {g: {0: "batch"} for g in [*graph.groups, "noise", "chunk"]}
+    meta = metadata(
+        kind="chunk",
+        obs_groups=shapes,
+        action_dim=policy.action_dim,
+        input_names=[*graph.groups, "noise"],
+        output_names=["chunk"],
+        chunk_length=policy.horizon,
+        num_flow_steps=graph.num_steps,
+        noise_shape=[policy.horizon, policy.action_dim],
+        obs_dtypes={g: "uint8" for g in cameras},
+        instruction=(
+            {"group": INSTRUCTION_GROUP, "input": "embedding", "dim": c.language_dim} if c.language_dim > 0 else None
+        ),
+    )
+    return ExportPlan(graph, tuple(examples), axes, meta)
 
 
 def export_plan(plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:

@@ -14,6 +14,7 @@ from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.flow.sampler import time_grid
 from rslkit.models.sac_networks import SACModel
+from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 
 
 class PPOStepGraph(nn.Module):
@@ -128,4 +129,43 @@ class FlowChunkGraph(nn.Module):
         for i in range(k):
             t = torch.full_like(obs_n[:, 0], i / k)
             x = x + p.velocity(x, t, obs_n, k, future_n) / k
+        return p.action_normalizer.unnormalize(x.clamp(-1.0, 1.0))
+
+
+class VLAChunkGraph(nn.Module):
+    """A VLA-style policy's Euler sampler with its ``K`` steps unrolled, observation tokens computed once.
+
+    ``(state [B, S][, instruction [B, E]], camera_<name> uint8 [B, H, W, 3]..., noise [B, Ta, A]) -> chunk [B, Ta,
+    A]`` in env units; inputs in :attr:`groups` order, then ``noise``. The instruction is an embedding computed
+    outside the graph (metadata ``instruction``).
+
+    Args:
+        policy: the VLA policy.
+        num_steps: Euler steps ``K`` (default: the policy's ``num_inference_steps``).
+    """
+
+    def __init__(self, policy: VLAPolicy, num_steps: int | None = None) -> None:
+        super().__init__()
+        self.policy = policy
+        self.num_steps = int(policy.cfg.num_inference_steps if num_steps is None else num_steps)
+        time_grid(self.num_steps)  # validates K >= 1
+        self.groups = policy.input_groups
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs``: one tensor per group of :attr:`groups`, then ``noise [B, Ta, A]`` -> ``[B, Ta, A]``."""
+        p, k = self.policy, self.num_steps
+        *groups, noise = inputs
+        raw = dict(zip(self.groups, groups))
+        named = {"state": p.obs_normalizer(raw[p.cfg.state_group])}
+        if INSTRUCTION_GROUP in raw:
+            named[INSTRUCTION_GROUP] = raw[INSTRUCTION_GROUP]
+        for g in self.groups[1 + (INSTRUCTION_GROUP in raw) :]:
+            named[g] = raw[g].permute(0, 3, 1, 2).float() / 255.0
+        images = {cam: named[f"camera_{cam}"] for cam in p.cfg.cameras}
+        tokens = p.tokenizer(named["state"], named.get(INSTRUCTION_GROUP), images)
+        x = noise
+        for i in range(k):
+            t = torch.full_like(noise[:, 0, 0], i / k)
+            d = torch.full_like(t, 1.0 / k) if p.step_conditioned else None
+            x = x + p.net(x, t, tokens, d) / k
         return p.action_normalizer.unnormalize(x.clamp(-1.0, 1.0))

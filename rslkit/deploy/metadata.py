@@ -9,8 +9,9 @@ from typing import Any, Literal
 import onnx
 
 METADATA_KEY = "rslkit"
-FORMAT_VERSION = 2
-"""2: future-state input (``future_state_slice``, ``max_future_offset``) and action/joint/observation names."""
+FORMAT_VERSION = 3
+"""2: future-state input (``future_state_slice``, ``max_future_offset``) and action/joint/observation names.
+3: ``obs_dtypes`` (uint8 camera images) and ``instruction`` (how a VLA policy takes its language input)."""
 
 PolicyKind = Literal["step", "recurrent", "chunk"]
 
@@ -59,6 +60,13 @@ class PolicyMetadata:
     """Robot joints commanded by the actions, in action order (from the task); None when the task names none."""
     obs_names: dict[str, list[str]] | None = None
     """Observation group -> a name per column (from the task)."""
+    obs_dtypes: dict[str, str] = field(default_factory=dict)
+    """Observation group -> numpy dtype name where it is not float32 (``uint8`` for ``camera_<name>`` images
+    ``[H, W, 3]``)."""
+    instruction: dict[str, Any] | None = None
+    """VLA policies: how the instruction enters the graph, ``{"group": "instruction", "input": "embedding",
+    "dim": E}``: a float32 ``[B, E]`` sentence embedding computed outside the graph with the encoder the policy
+    was trained with. None: the policy takes no language."""
     format_version: int = FORMAT_VERSION
 
     @property

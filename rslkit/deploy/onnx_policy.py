@@ -106,14 +106,18 @@ class OnnxPolicy:
         return self._state
 
     # ------------------------------------------------------------------ validation
-    def _array(self, name: str, value: Any, per_sample: list[int], batch: int | None) -> tuple[np.ndarray, bool]:
-        """Validated float32 array ``[B, *per_sample]`` and whether the input was unbatched."""
+    def _array(
+        self, name: str, value: Any, per_sample: list[int], batch: int | None, dtype: str = "float32"
+    ) -> tuple[np.ndarray, bool]:
+        """Validated array ``[B, *per_sample]`` of ``dtype`` and whether the input was unbatched."""
         if hasattr(value, "detach"):  # torch tensor
             value = value.detach().cpu().numpy()
         arr = np.asarray(value)
-        if arr.dtype != np.float32:
+        if arr.dtype != np.dtype(dtype):
+            hint = " (camera images: uint8 RGB [H, W, 3])" if dtype == "uint8" else ""
             raise ValueError(
-                f"Input '{name}' has dtype {arr.dtype}; the policy takes float32 (convert with .astype(np.float32))."
+                f"Input '{name}' has dtype {arr.dtype}; the policy takes {dtype}{hint} (convert with "
+                f".astype(np.{dtype}))."
             )
         unbatched = list(arr.shape) == list(per_sample)
         if unbatched:
@@ -145,7 +149,7 @@ class OnnxPolicy:
         batch: int | None = None
         unbatched = False
         for g in self.meta.group_names:
-            feeds[g], unbatched = self._array(g, obs[g], groups[g], batch)
+            feeds[g], unbatched = self._array(g, obs[g], groups[g], batch, self.meta.obs_dtypes.get(g, "float32"))
             batch = feeds[g].shape[0]
         assert batch is not None
         return feeds, batch, unbatched

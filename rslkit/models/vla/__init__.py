@@ -1,6 +1,6 @@
 """VLA-style flow policies: images + instruction + state -> action chunks, a transformer action expert."""
 
-from rslkit.models.vla.action_expert import ActionExpert, ExpertBlock
+from rslkit.models.vla.action_expert import ActionExpert, Attention, ExpertBlock
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.models.vla.tokens import ImageTokenizer, ObservationTokenizer
@@ -8,6 +8,7 @@ from rslkit.models.vla.tokens import ImageTokenizer, ObservationTokenizer
 __all__ = [
     "INSTRUCTION_GROUP",
     "ActionExpert",
+    "Attention",
     "ExpertBlock",
     "ImageTokenizer",
     "ObservationTokenizer",

@@ -4,9 +4,32 @@ observation tokens (SmolVLA's interleaved self- and cross-attention, pi0's flow-
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rslkit.models.flow.embedding import SinusoidalEmbedding
+
+
+class Attention(nn.Module):
+    """Multi-head attention of queries ``x [B, T, d]`` over ``context [B, L, d]`` (scaled dot product; written out
+    rather than ``nn.MultiheadAttention``, whose fused inference kernel has no ONNX export)."""
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor, blocked: torch.Tensor | None = None) -> torch.Tensor:
+        """``x [B, T, d]`` attends to ``context [B, L, d]``; ``blocked [T, L]`` (True: query ``i`` may not see key
+        ``j``) -> ``[B, T, d]``."""
+        b, t, d = x.shape
+        h = self.num_heads
+        q = self.q(x).view(b, t, h, d // h).transpose(1, 2)
+        k, v = self.kv(context).view(b, context.shape[1], 2, h, d // h).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None if blocked is None else ~blocked)
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
 
 
 class ExpertBlock(nn.Module):
@@ -15,9 +38,9 @@ class ExpertBlock(nn.Module):
     def __init__(self, d_model: int, num_heads: int, mlp_ratio: int) -> None:
         super().__init__()
         self.norm_self = nn.LayerNorm(d_model)
-        self.self_attn = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+        self.self_attn = Attention(d_model, num_heads)
         self.norm_cross = nn.LayerNorm(d_model)
-        self.cross_attn = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+        self.cross_attn = Attention(d_model, num_heads)
         self.norm_mlp = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(
             nn.Linear(d_model, mlp_ratio * d_model), nn.GELU(), nn.Linear(mlp_ratio * d_model, d_model)
@@ -27,9 +50,8 @@ class ExpertBlock(nn.Module):
         """``h [B, Ta, d]`` action tokens, ``obs [B, L, d]`` observation tokens, ``self_mask [Ta, Ta]`` (True: may
         not attend) -> ``[B, Ta, d]``."""
         x = self.norm_self(h)
-        h = h + self.self_attn(x, x, x, attn_mask=self_mask, need_weights=False)[0]
-        x = self.norm_cross(h)
-        h = h + self.cross_attn(x, obs, obs, need_weights=False)[0]
+        h = h + self.self_attn(x, x, self_mask)
+        h = h + self.cross_attn(self.norm_cross(h), obs)
         return h + self.mlp(self.norm_mlp(h))
 
 
