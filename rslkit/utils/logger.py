@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ class RunLogger:
         backends: subset of ``("tensorboard", "wandb")``.
         config: written to ``config.json`` and to W&B.
         quiet: no progress bar or console lines (non-main ranks, tests).
+
+    The progress bar is drawn only on a terminal: in a log file (``nohup``, CI, a benchmark's child) its carriage
+    returns would fill the file, so there each iteration is just its summary line.
     """
 
     def __init__(
@@ -58,7 +62,13 @@ class RunLogger:
                 raise ValueError(f"Unknown logger backend(s) {sorted(unknown)}; use 'tensorboard' and/or 'wandb'.")
         self._bar = None
         if not quiet:
-            self._bar = tqdm(total=total_iterations, initial=start_iteration, unit="it", dynamic_ncols=True)
+            self._bar = tqdm(
+                total=total_iterations,
+                initial=start_iteration,
+                unit="it",
+                dynamic_ncols=True,
+                disable=not sys.stderr.isatty(),  # summary lines still print: tqdm.write ignores disable
+            )
 
     def log(self, iteration: int, metrics: dict[str, float], summary: str | None = None) -> None:
         """Record ``metrics`` for ``iteration`` and print ``summary`` above the progress bar."""

@@ -79,3 +79,16 @@ def test_a_real_sac_iteration_shows_its_losses():
     line = format_summary(0, 1, runner.learn())
     for label in ("critic", "actor", "alpha_loss", "alpha", "Q"):
         assert f"| {label} " in line
+
+
+def test_a_log_file_gets_summary_lines_and_no_progress_bar(capsys):
+    """Off a terminal (pytest captures stderr) the bar is off and each iteration is one summary line."""
+    from rslkit.utils.logger import RunLogger
+
+    logger = RunLogger(None, total_iterations=3)
+    for it in range(3):
+        logger.log(it, PPO, format_summary(it, 3, PPO))
+    logger.close()
+    out, err = capsys.readouterr()
+    assert out.count("it ") == 3 and out.count("\n") == 3
+    assert "\r" not in out + err and "it/s" not in err
