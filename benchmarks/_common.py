@@ -324,6 +324,25 @@ def run_children_in_lanes(
         t.join()
 
 
+def success_rate(env: Any, policy: Callable[[Any], Any], episodes: int) -> float:
+    """Fraction of the first episode of each of ``episodes`` envs that ended in ``extras["success"]`` (deterministic
+    ``policy``; ``env`` fresh, one episode per env)."""
+    import torch
+
+    obs = env.get_observations()
+    done = torch.zeros(episodes, dtype=torch.bool)
+    success = torch.zeros(episodes, dtype=torch.bool)
+    with torch.inference_mode():
+        for _ in range(int(env.max_episode_length) + 1):
+            obs, _, dones, extras = env.step(policy(obs))
+            fresh = dones & ~done
+            success |= fresh & extras.get("success", torch.zeros_like(dones)).bool()
+            done |= dones
+            if done.all():
+                break
+    return float(success.float().mean())
+
+
 def pin_to_cpu(cpu: int | None) -> None:
     """In a child: run on ``cpu`` only (None: leave the affinity alone)."""
     if cpu is not None:

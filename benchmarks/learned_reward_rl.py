@@ -26,6 +26,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _common as C  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "learned_reward_rl.json"
 
 
@@ -67,7 +70,7 @@ def evaluate_policy(ckpt: Path, episodes: int = 256) -> float:
     from rslkit.recipes import load_run
 
     env, runner, _ = load_run(ckpt, num_envs=episodes, seed=12345)
-    return _success_rate(env, runner.inference_policy(), episodes)
+    return C.success_rate(env, runner.inference_policy(), episodes)
 
 
 def evaluate_policy_of(runner, episodes: int = 256) -> float:
@@ -77,22 +80,7 @@ def evaluate_policy_of(runner, episodes: int = 256) -> float:
     spec = get_task(runner.run_info["task"])
     cfg = spec.env_cfg()
     cfg.num_envs, cfg.seed = episodes, 12345
-    return _success_rate(spec.make_env(cfg, "cpu"), runner.inference_policy(), episodes)
-
-
-def _success_rate(env, policy, episodes: int) -> float:
-    obs = env.get_observations()
-    done = torch.zeros(episodes, dtype=torch.bool)
-    success = torch.zeros(episodes, dtype=torch.bool)
-    with torch.inference_mode():
-        for _ in range(int(env.max_episode_length) + 1):
-            obs, _, dones, extras = env.step(policy(obs))
-            fresh = dones & ~done
-            success |= fresh & extras.get("success", torch.zeros_like(dones))
-            done |= dones
-            if done.all():
-                break
-    return float(success.float().mean())
+    return C.success_rate(spec.make_env(cfg, "cpu"), runner.inference_policy(), episodes)
 
 
 def expert_pairs(task: str, envs: int, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -49,9 +49,7 @@ STALENESS = {
 
 # ============================================================================================== child side
 def success_rate(task: str, policy, episodes: int, seed: int = 12345) -> float:
-    """Success of ``policy`` (deterministic) over ``episodes`` fresh episodes, one per env."""
-    import torch
-
+    """Success of ``policy`` (deterministic) over ``episodes`` fresh episodes of ``task``, one per env."""
     from rslkit.envs.registry import get_task
 
     spec = get_task(task)
@@ -60,19 +58,9 @@ def success_rate(task: str, policy, episodes: int, seed: int = 12345) -> float:
     if hasattr(cfg, "sim_threads"):
         cfg.sim_threads = 1
     env = spec.make_env(cfg, "cpu")
-    obs = env.get_observations()
-    done = torch.zeros(episodes, dtype=torch.bool)
-    success = torch.zeros(episodes, dtype=torch.bool)
-    with torch.inference_mode():
-        for _ in range(int(env.max_episode_length) + 1):
-            obs, _, dones, extras = env.step(policy(obs))
-            fresh = dones & ~done
-            success |= fresh & extras.get("success", torch.zeros_like(dones)).bool()
-            done |= dones
-            if done.all():
-                break
+    rate = C.success_rate(env, policy, episodes)
     getattr(env, "close", lambda: None)()
-    return float(success.float().mean())
+    return rate
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:

@@ -57,21 +57,12 @@ def evaluate(task: str, policy, episodes: int, seed: int = 12345) -> float:
     import torch
 
     from rslkit.envs.registry import get_task
+    from rslkit.runners.pretrain_runner import evaluate_episodes
 
     spec = get_task(task)
     cfg = spec.env_cfg()
     cfg.num_envs, cfg.seed = episodes, seed
-    env = spec.make_env(cfg, "cpu")
-    obs = env.get_observations()
-    done = torch.zeros(episodes, dtype=torch.bool)
-    returns = torch.zeros(episodes)
-    with torch.inference_mode():
-        for _ in range(int(env.max_episode_length) + 1):
-            obs, rewards, dones, _ = env.step(policy(obs))
-            returns += rewards * (~done)
-            done |= dones
-            if done.all():
-                break
+    returns, _ = evaluate_episodes(spec.make_env(cfg, "cpu"), policy, lambda dones: None, torch.device("cpu"))
     return float(returns.mean())
 
 
