@@ -19,7 +19,7 @@ from rslkit.rewards.evaluation import evaluate_critic
 from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
 from rslkit.rewards.plots import plot_values
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
-from rslkit.rewards.text_encoder import MINILM
+from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
 

@@ -25,7 +25,7 @@ from torch import nn
 
 from rslkit.rewards.contract import ProgressScore, check_pair, goals_for_batch
 from rslkit.rewards.frame_encoder import FrameEncoder
-from rslkit.rewards.text_encoder import MINILM, GoalTable, SentenceEncoder
+from rslkit.models.text_encoder import MINILM, GoalTable, SentenceEncoder
 
 FORMAT = "rslkit-progress-critic-v1"
 
