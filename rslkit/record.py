@@ -1,36 +1,68 @@
 """``python -m rslkit.record --task T --checkpoint C --episodes N --out DIR``: record demonstrations.
 
-Runs the deterministic policy of a checkpoint written by ``train.py`` (any algorithm), optionally with Gaussian
-action noise for imperfect demonstrations, and writes the episodes as a LeRobotDataset v3.0. ``--camera NAME``
+Runs the deterministic policy of a checkpoint written by ``train.py`` (any algorithm), or with ``--expert`` the
+task's scripted expert (:mod:`rslkit.realworld.experts`; no checkpoint), optionally with Gaussian action noise for
+imperfect demonstrations, and writes the episodes as a LeRobotDataset v3.0. ``--camera NAME``
 (repeatable) also records the env's camera ``NAME`` (observation group ``camera_NAME``; turn it on with the env's
 config, e.g. ``--env.cameras NAME``) as the video feature ``observation.images.NAME``; ``--goal`` is the language
-goal stored in ``meta/tasks.parquet``.
+goal stored in ``meta/tasks.parquet``; tasks that draw an instruction per episode (``env.instructions`` and an
+observation group ``goal`` with its index, e.g. ``so101-pick-place``) store each episode's own instruction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
+from tensordict import TensorDict
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.data.lerobot_writer import write_lerobot_dataset
-from rslkit.data.recorder import record_episodes
+from rslkit.data.recorder import TaskOf, record_episodes
 from rslkit.data.video import DEFAULT_CODEC, check_encoder
 from rslkit.envs.vec_env import control_period
-from rslkit.recipes import load_run
+from rslkit.recipes import build_env, load_run
+
+
+def task_of(env: Any, goal: str | None, default: str) -> TaskOf:
+    """Each recorded episode's language goal: ``goal`` if given; else the env's instruction of the episode (an env
+    with ``instructions`` and a ``goal`` index group); else ``default`` (the task name)."""
+    if goal:
+        return goal
+    instructions = getattr(env, "instructions", None)
+    if instructions and "goal" in env.get_observations().keys():
+        return lambda obs: [instructions[int(i)] for i in obs["goal"].reshape(-1).tolist()]
+    return default
+
+
+def expert_policy(task: str, env: Any) -> Callable[[TensorDict], torch.Tensor]:
+    """``obs -> actions [N, A]`` of ``task``'s scripted expert (numpy, on the ``policy`` group)."""
+    from rslkit.realworld.experts import expert_for
+
+    expert = expert_for(task, getattr(env, "cfg", None))
+
+    def act(obs: TensorDict) -> torch.Tensor:
+        actions = expert({"policy": obs["policy"].cpu().numpy()})
+        return torch.as_tensor(actions, dtype=torch.float32, device=env.device)
+
+    return act
 
 
 def main(argv: list[str] | None = None) -> Path:
-    """Parse the command line, rebuild env and policy from the checkpoint, record and write the dataset.
+    """Parse the command line, build env and policy (a checkpoint's, or the scripted expert), record and write.
 
     Returns:
         The dataset directory.
     """
-    parser = make_parser("Record demonstrations of a trained policy as a LeRobotDataset v3.0.")
-    parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py, or its run directory")
-    parser.add_argument("--task", help="expected task (default: the one the checkpoint records)")
+    parser = make_parser("Record demonstrations of a trained policy or a scripted expert as a LeRobotDataset v3.0.")
+    parser.add_argument("--checkpoint", help="model_<iter>.pt written by train.py, or its run directory")
+    parser.add_argument(
+        "--expert", action="store_true", help="record the task's scripted expert instead (needs --task)"
+    )
+    parser.add_argument("--task", help="task (default: the one the checkpoint records; required with --expert)")
     parser.add_argument("--episodes", type=int, default=100, help="number of episodes to record")
     parser.add_argument("--out", required=True, help="dataset directory to create")
     parser.add_argument("--action_noise", type=float, default=0.0, help="std of Gaussian noise added to actions")
@@ -73,27 +105,41 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("--action_smoothing must be in [0, 1)")
     if args.num_envs is not None and args.num_envs < 1:
         parser.error("--num_envs must be >= 1")
+    if bool(args.checkpoint) == bool(args.expert):
+        parser.error("pass either --checkpoint C (a trained policy) or --expert (the task's scripted expert)")
+    if args.expert and not args.task:
+        parser.error("--expert needs --task NAME")
     if args.camera:
         check_encoder(args.video_codec)  # before recording, not after
-    env, runner, saved = load_run(
-        args.checkpoint,
-        num_envs=args.num_envs or min(args.episodes, 256),
-        device=resolve_device(args.device),
-        sim=args.sim,
-        seed=args.seed,
-        overrides=overrides,
-        task=args.task,
-    )
-    task = str(saved.get("task") or args.task)
-    policy = runner.inference_policy()
+    num_envs = args.num_envs or min(args.episodes, 256)
+    reset_policy = None
+    if args.expert:
+        task = args.task
+        env = build_env(task, overrides, num_envs=num_envs, seed=args.seed, device=resolve_device(args.device),
+                        sim=args.sim)  # fmt: skip
+        policy = expert_policy(task, env)
+    else:
+        env, runner, saved = load_run(
+            args.checkpoint,
+            num_envs=num_envs,
+            device=resolve_device(args.device),
+            sim=args.sim,
+            seed=args.seed,
+            overrides=overrides,
+            task=args.task,
+        )
+        task = str(saved.get("task") or args.task)
+        inference = runner.inference_policy()
+        policy = lambda obs: inference(obs.to(runner.device)).to(env.device)  # noqa: E731
+        reset_policy = lambda dones: runner.reset_inference(dones.to(runner.device))  # noqa: E731
     episodes = record_episodes(
         env,
-        lambda obs: policy(obs.to(runner.device)).to(env.device),
+        policy,
         args.episodes,
         args.action_noise,
         args.obs_group,
-        reset_policy=lambda dones: runner.reset_inference(dones.to(runner.device)),
-        task=args.goal or task,
+        reset_policy=reset_policy,
+        task=task_of(env, args.goal, task),
         action_smoothing=args.action_smoothing,
         cameras=args.camera,
     )

@@ -12,8 +12,10 @@ from rslkit.data.demonstrations import Episode
 from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
 
-Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
-"""One step of all envs: observations, executed actions, rewards, dones, camera frames."""
+Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Sequence[str]]
+"""One step of all envs: observations, executed actions, rewards, dones, camera frames, each env's task."""
+TaskOf = str | Callable[[TensorDict], Sequence[str]]
+"""An episode's language goal: one string for all, or ``obs -> [N]`` strings, read at each episode's first step."""
 
 
 def _action_bounds(env: VecEnv) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -44,16 +46,26 @@ def _check_cameras(obs: TensorDict, cameras: Sequence[str], n: int) -> dict[str,
     return groups
 
 
-def _episode(steps: list[Step], i: int, task: str) -> Episode:
-    """Env ``i``'s episode from its ``steps``."""
+def _episode(steps: list[Step], i: int) -> Episode:
+    """Env ``i``'s episode from its ``steps``; its task is the one of its first step."""
     return Episode(
         observations=torch.stack([h[0][i] for h in steps]),
         actions=torch.stack([h[1][i] for h in steps]),
         rewards=torch.stack([h[2][i] for h in steps]),
         dones=torch.stack([h[3][i] for h in steps]),
-        task=task,
+        task=steps[0][5][i],
         images={name: torch.stack([h[4][name][i] for h in steps]) for name in steps[0][4]},
     )
+
+
+def _tasks(task: TaskOf, obs: TensorDict, n: int) -> Sequence[str]:
+    """Each env's task string now."""
+    if isinstance(task, str):
+        return [task] * n
+    tasks = list(task(obs))
+    if len(tasks) != n or not all(isinstance(t, str) for t in tasks):
+        raise ValueError(f"The task function must return {n} strings (one per env), got {tasks[:4]!r}...")
+    return tasks
 
 
 @torch.inference_mode()
@@ -64,7 +76,7 @@ def record_episodes(
     action_noise: float = 0.0,
     obs_group: str = "policy",
     reset_policy: Callable[[torch.Tensor], None] | None = None,
-    task: str = "",
+    task: TaskOf = "",
     generator: torch.Generator | None = None,
     action_smoothing: float = 0.0,
     cameras: Sequence[str] = (),
@@ -83,7 +95,9 @@ def record_episodes(
         action_noise: std of the Gaussian noise added to every action (imperfect demonstrations).
         obs_group: observation group stored as ``observation.state``.
         reset_policy: called with ``dones [N]`` after each step (chunked or recurrent policies).
-        task: language goal stored with each episode (LeRobot's ``meta/tasks.parquet``).
+        task: language goal stored with each episode (LeRobot's ``meta/tasks.parquet``): one string, or a function
+            ``obs -> [N]`` strings (tasks whose goal changes per episode, e.g. an instruction drawn at reset), read
+            at each episode's first step.
         generator: random generator of the action noise.
         action_smoothing: ``alpha`` in ``[0, 1)`` of the filter ``a_t = alpha a_{t-1} + (1 - alpha) pi(o_t)``, restarted
             at every episode; smooth demonstrations, like a person's teleoperation, are easier to clone than the
@@ -131,12 +145,13 @@ def record_episodes(
         next_obs, rewards, dones, _ = env.step(actions)
         previous, fresh = actions, dones.cpu().bool().reshape(n, 1)
         images = {name: obs[group].to("cpu", copy=True) for name, group in groups.items()}
-        history.append((obs[obs_group].cpu(), actions.cpu(), rewards.cpu().float(), dones.cpu().bool(), images))
+        tasks = _tasks(task, obs, n)
+        history.append((obs[obs_group].cpu(), actions.cpu(), rewards.cpu().float(), dones.cpu().bool(), images, tasks))
         if reset_policy is not None:
             reset_policy(dones)
         for i in dones.cpu().nonzero().squeeze(-1).tolist():
             if valid[i] and len(episodes) < num_episodes:
-                episodes.append(_episode(history[int(start[i]) - offset : step + 1 - offset], i, task))
+                episodes.append(_episode(history[int(start[i]) - offset : step + 1 - offset], i))
             start[i], valid[i] = step + 1, True
         if len(episodes) >= num_episodes:
             return episodes

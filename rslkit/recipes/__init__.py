@@ -7,11 +7,12 @@ entry point (train, play, record, export, benchmarks, the real-world loop).
 
 from rslkit.recipes.algorithms import ALGORITHMS, get_algorithm
 from rslkit.recipes.catalog import agent_cfg, recipe_pairs, recipes_of, register_recipe
-from rslkit.recipes.run import build_run, latest_run, load_run, resolve_checkpoint, task_dir_name
+from rslkit.recipes.run import build_env, build_run, latest_run, load_run, resolve_checkpoint, task_dir_name
 
 __all__ = [
     "ALGORITHMS",
     "agent_cfg",
+    "build_env",
     "build_run",
     "get_algorithm",
     "latest_run",

@@ -24,6 +24,7 @@ from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 from rslkit.utils.config import apply_overrides, from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.seeding import seed_everything
+from rslkit.utils.validation import validate
 
 SIM_BACKENDS = ("mujoco", "warp")
 """Physics backends of MuJoCo tasks (``--sim``); see :mod:`rslkit.envs.mujoco.factory`."""
@@ -105,6 +106,35 @@ def _assemble(
         run_info["reward"] = reward.to_dict()
     runner = runner_cls(env, agent, log_dir, device, dist, run_info)
     return env, runner
+
+
+def build_env(
+    task: str,
+    overrides: Sequence[str] = (),
+    *,
+    num_envs: int | None = None,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    sim: str | None = None,
+) -> VecEnv:
+    """The task's env alone, without an agent (scripted experts, recording tools): its registry config with the
+    common flags and ``--env.*`` overrides applied, the env seeded with ``seed`` and every RNG seeded.
+
+    Raises:
+        ValueError: unknown task, a bad override (including ``--agent.*``, which has no agent to apply to).
+    """
+    spec = get_task(task)
+    env_cfg = spec.env_cfg()
+    if num_envs is not None:
+        if num_envs < 1:
+            raise ValueError(f"--num_envs must be >= 1, got {num_envs}.")
+        env_cfg.num_envs = num_envs
+    env_cfg.seed = seed
+    apply_sim(env_cfg, sim, spec.name)
+    apply_overrides({"env": env_cfg}, list(overrides))
+    validate(env_cfg, "env")
+    seed_everything(seed)
+    return spec.make_env(env_cfg, str(device))
 
 
 def build_run(

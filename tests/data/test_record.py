@@ -152,3 +152,30 @@ def test_record_cli_writes_cameras_as_videos_and_the_goal(tmp_path, monkeypatch,
         record.main(base + ["--camera", "side", "--overwrite"])
     with pytest.raises(ValueError, match="no video encoder 'libnope'"):
         record.main(base + ["--camera", "front", "--video_codec", "libnope", "--overwrite"])
+
+
+def test_each_episode_keeps_the_task_of_its_first_step():
+    """Tasks that draw an instruction at reset: the task function is read per step, an episode keeps its first."""
+    env = make_env("pendulum", num_envs=2, seed=0, episode_length=3)
+    calls = iter(range(1000))
+
+    def task(obs):  # a new "instruction" at every step; the episode must keep the one it started with
+        k = next(calls)
+        return [f"goal {k} env {i}" for i in range(2)]
+
+    episodes = record_episodes(env, lambda obs: torch.zeros(2, 1), 4, task=task)
+    assert [ep.task for ep in episodes] == ["goal 0 env 0", "goal 0 env 1", "goal 3 env 0", "goal 3 env 1"]
+    with pytest.raises(ValueError, match="2 strings"):
+        record_episodes(env, lambda obs: torch.zeros(2, 1), 1, task=lambda obs: ["only one"])
+
+
+def test_record_cli_from_the_scripted_expert(tmp_path, capsys):
+    out = tmp_path / "expert"
+    record.main(["--task", "pendulum", "--expert", "--episodes", "4", "--num_envs", "4", "--out", str(out)])
+    demos = read_lerobot_dataset(out)
+    assert demos.num_episodes == 4 and demos.tasks == ["pendulum"]
+    assert float(demos.episode_returns().mean()) > -300  # the energy-pumping expert swings up
+    with pytest.raises(SystemExit):
+        record.main(["--task", "pendulum", "--expert", "--checkpoint", "x", "--out", str(out)])  # one or the other
+    with pytest.raises(ValueError, match="No scripted expert for task 'cartpole'"):
+        record.main(["--task", "cartpole", "--expert", "--episodes", "1", "--out", str(tmp_path / "c")])
