@@ -343,6 +343,19 @@ def success_rate(env: Any, policy: Callable[[Any], Any], episodes: int) -> float
     return float(success.float().mean())
 
 
+def lane_child(spec: dict[str, Any], result_path: str, run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """A lane's child: pinned to ``spec["cpu"]``, one torch thread, seeded with ``spec["seed"]``; writes
+    ``{**spec, **run(spec), "peak_rss_mib": ...}`` to ``result_path``."""
+    import torch
+
+    pin_to_cpu(spec.get("cpu"))
+    torch.set_num_threads(1)
+    seed_all(spec["seed"])
+    result = run(spec)
+    result["peak_rss_mib"] = peak_rss_mib()
+    write_child_result(result_path, {**spec, **result})
+
+
 def pin_to_cpu(cpu: int | None) -> None:
     """In a child: run on ``cpu`` only (None: leave the affinity alone)."""
     if cpu is not None:

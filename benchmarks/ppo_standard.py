@@ -94,17 +94,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             "wall_s": time.perf_counter() - t0}  # fmt: skip
 
 
-def child_main(spec: dict[str, Any], result_path: str) -> None:
-    import torch
-
-    C.pin_to_cpu(spec.get("cpu"))
-    torch.set_num_threads(1)
-    C.seed_all(spec["seed"])
-    result = run(spec)
-    result["peak_rss_mib"] = C.peak_rss_mib()
-    C.write_child_result(result_path, {**spec, **result})
-
-
 # ============================================================================================== parent side
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
@@ -143,7 +132,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     args = parse_args()
     if args.child is not None:
-        child_main(json.loads(args.child), args.result)
+        C.lane_child(json.loads(args.child), args.result, run)
         return
     info = C.machine_info(["rslkit", "numpy"])
     C.print_machine_info(info)

@@ -66,6 +66,14 @@ def apply_sim(env_cfg: Any, sim: str | None, task: str) -> None:
     env_cfg.sim = sim
 
 
+def _set_num_envs(env_cfg: Any, num_envs: int | None) -> None:
+    """``--num_envs``: set it (None: keep the config's), refusing values below 1."""
+    if num_envs is not None:
+        if num_envs < 1:
+            raise ValueError(f"--num_envs must be >= 1, got {num_envs}.")
+        env_cfg.num_envs = num_envs
+
+
 def _assemble(
     spec: TaskSpec,
     env_cfg: Any,
@@ -85,10 +93,7 @@ def _assemble(
     reward: RewardChoice | None = None,
 ) -> tuple[VecEnv, BaseRunner]:
     dist = dist_info or DistInfo()
-    if num_envs is not None:
-        if num_envs < 1:
-            raise ValueError(f"--num_envs must be >= 1, got {num_envs}.")
-        env_cfg.num_envs = num_envs
+    _set_num_envs(env_cfg, num_envs)
     if max_iterations is not None:
         agent.max_iterations = max_iterations
     for name, value in (agent_fields or {}).items():
@@ -125,10 +130,7 @@ def build_env(
     """
     spec = get_task(task)
     env_cfg = spec.env_cfg()
-    if num_envs is not None:
-        if num_envs < 1:
-            raise ValueError(f"--num_envs must be >= 1, got {num_envs}.")
-        env_cfg.num_envs = num_envs
+    _set_num_envs(env_cfg, num_envs)
     env_cfg.seed = seed
     apply_sim(env_cfg, sim, spec.name)
     apply_overrides({"env": env_cfg}, list(overrides))
