@@ -14,12 +14,12 @@ import torch
 
 from rslkit.cli.common import run_cli
 from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.datasets import concat_progress_data, progress_data, split_episodes
 from rslkit.rewards.evaluation import evaluate_critic
 from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
 from rslkit.rewards.plots import plot_values
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
-from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
 

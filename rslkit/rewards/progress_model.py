@@ -23,9 +23,9 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from rslkit.models.text_encoder import MINILM, GoalTable, SentenceEncoder
 from rslkit.rewards.contract import ProgressScore, check_pair, goals_for_batch
 from rslkit.rewards.frame_encoder import FrameEncoder
-from rslkit.models.text_encoder import MINILM, GoalTable, SentenceEncoder
 
 FORMAT = "rslkit-progress-critic-v1"
 
