@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import torch
 import torch.nn as nn
+from tensordict import TensorDict
 
 from rslkit.models.flow.ema import EMA
 from rslkit.models.flow.objectives import rectified_flow_loss, shortcut_loss
 from rslkit.models.flow.policy import FlowPolicy
+from rslkit.models.vla.policy import VLAPolicy
 from rslkit.utils.validation import expect, finite
 
 
@@ -46,8 +49,12 @@ class FlowBCCfg:
         expect(isinstance(log2, int) and log2 >= 1, "min_step_log2", f"must be an integer >= 1, got {log2}")
 
 
-class FlowBC:
-    """Fits a :class:`~rslkit.models.flow.FlowPolicy` to demonstrated action chunks.
+P = TypeVar("P", FlowPolicy, VLAPolicy)
+
+
+class FlowBC(Generic[P]):
+    """Fits a :class:`~rslkit.models.flow.FlowPolicy` (or a :class:`~rslkit.models.vla.VLAPolicy`) to demonstrated
+    action chunks.
 
     The loss follows ``policy.cfg.objective``: ``rectified_flow`` (``|v(x_t, t, o) - (x1 - x0)|^2``) or ``shortcut``
     (flow matching at ``d = 0`` plus self-consistency targets from the EMA model).
@@ -58,21 +65,22 @@ class FlowBC:
         device: training device.
     """
 
-    def __init__(self, policy: FlowPolicy, cfg: FlowBCCfg, device: str | torch.device = "cpu") -> None:
+    def __init__(self, policy: P, cfg: FlowBCCfg, device: str | torch.device = "cpu") -> None:
         if cfg.batch_size < 2:
             raise ValueError(f"batch_size must be >= 2, got {cfg.batch_size}.")
         self.cfg = cfg
         self.device = torch.device(device)
-        self.policy = policy.to(self.device)
+        self.policy: P = policy.to(self.device)
         self.optimizer = torch.optim.AdamW(
             policy.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True
         )
-        self.ema = EMA(policy, cfg.ema_decay)
+        self.ema: EMA[P] = EMA(policy, cfg.ema_decay)
 
     def update(
-        self, obs: torch.Tensor, actions: torch.Tensor, future_state: torch.Tensor | None = None
+        self, obs: torch.Tensor | TensorDict, actions: torch.Tensor, future_state: torch.Tensor | None = None
     ) -> dict[str, float]:
-        """One gradient step on a batch of raw observations ``[B, D]`` and action chunks ``[B, Ta, A]``.
+        """One gradient step on a batch of raw observations ``[B, D]`` (a VLA policy: its raw observation groups
+        ``[B]``) and action chunks ``[B, Ta, A]``.
 
         Future-state policies (``policy.max_future_offset > 0``) also take ``future_state [B, S]``, the raw state
         at the frame where each chunk starts (VLASH offset augmentation); omitted, it is the observed state.
@@ -81,11 +89,20 @@ class FlowBC:
             ``{"flow": loss}`` (plus the two shortcut terms for the shortcut objective).
         """
         policy = self.policy
-        obs_n = policy.obs_normalizer(obs.to(self.device))
         x1 = policy.action_normalizer(actions.to(self.device))
-        future_n = None if future_state is None else policy.normalize_future_state(future_state.to(self.device))
-        if future_n is not None and policy.max_future_offset == 0:
-            raise ValueError("future_state was given but the policy has no future-state input (max_future_offset).")
+        obs_n: torch.Tensor | TensorDict
+        future_n = None
+        if isinstance(policy, VLAPolicy):
+            if future_state is not None:
+                raise ValueError("VLA policies have no future-state input; train without max_future_offset.")
+            assert isinstance(obs, TensorDict), "a VLA policy takes its observation groups as a TensorDict [B]"
+            obs_n = policy.normalize_inputs(obs.to(self.device))
+        else:
+            assert isinstance(obs, torch.Tensor), "a state-only flow policy takes an observation tensor [B, D]"
+            obs_n = policy.obs_normalizer(obs.to(self.device))
+            future_n = None if future_state is None else policy.normalize_future_state(future_state.to(self.device))
+            if future_n is not None and policy.max_future_offset == 0:
+                raise ValueError("future_state was given but the policy has no future-state input (max_future_offset).")
         stats: dict[str, torch.Tensor] = {}
         if policy.cfg.objective == "shortcut":
             loss, stats = shortcut_loss(

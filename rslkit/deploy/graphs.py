@@ -158,7 +158,7 @@ class VLAChunkGraph(nn.Module):
         raw = dict(zip(self.groups, groups))
         named = {"state": p.obs_normalizer(raw[p.cfg.state_group])}
         if INSTRUCTION_GROUP in raw:
-            named[INSTRUCTION_GROUP] = raw[INSTRUCTION_GROUP]
+            named[INSTRUCTION_GROUP] = p.normalize_instruction(raw[INSTRUCTION_GROUP])
         for g in self.groups[1 + (INSTRUCTION_GROUP in raw) :]:
             named[g] = raw[g].permute(0, 3, 1, 2).float() / 255.0
         images = {cam: named[f"camera_{cam}"] for cam in p.cfg.cameras}

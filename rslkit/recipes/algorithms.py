@@ -10,12 +10,14 @@ from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg
+from rslkit.runners.vla_runner import VLABCRunnerCfg, VLAPretrainRunner
 
 ALGORITHMS: dict[str, tuple[type, Any]] = {
     "ppo": (PPORunnerCfg, OnPolicyRunner),
     "sac": (SACRunnerCfg, OffPolicyRunner),
     "flow-bc": (FlowBCRunnerCfg, PretrainRunner),
     "reinflow": (ReinFlowRunnerCfg, ReinFlowRunner),
+    "vla-bc": (VLABCRunnerCfg, VLAPretrainRunner),
 }
 """Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``."""

@@ -114,7 +114,7 @@ def _run_episodes(
     raise RuntimeError(f"Evaluation: not every env finished an episode within {limit} steps.")
 
 
-class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC]):
+class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC[FlowPolicy]]):
     """Behaviour cloning of a flow policy (same interface as :class:`~rslkit.runners.OnPolicyRunner`).
 
     The dataset is loaded when :meth:`learn` starts (so ``play.py`` can rebuild the runner without it), checked

@@ -73,7 +73,7 @@ class RunSummary:
             if key is None:
                 continue
             (last, last_it), (best, best_it) = self.final[key], self.best[key]
-            name = f"eval {label}" if key.startswith("Eval/") else label
+            name = f"eval {label.split()[0]}" if key.startswith("Eval/") else label  # "eval success": fits the column
             lines.append(f"  {name:<14}final {last:.4g} (it {last_it + 1}) | best {best:.4g} (it {best_it + 1})")
         if checkpoint is not None:
             path = Path(checkpoint)

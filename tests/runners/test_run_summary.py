@@ -81,3 +81,11 @@ def test_stopped_run_summary_says_so_and_names_the_checkpoint_it_saved(tmp_path,
     out = capsys.readouterr().out
     assert runner.interrupted and "Training stopped early" in out and "1 iteration," in out
     assert f"checkpoint    {tmp_path / 'model_1.pt'}" in out and (tmp_path / "model_1.pt").exists()
+
+
+def test_evaluated_success_fits_the_label_column():
+    summary = RunSummary(0, clock=lambda: 0.0)
+    summary.observe(0, {"Eval/success_rate": 0.75, "Eval/mean_return": -3.0})
+    lines = summary.format().splitlines()
+    assert lines[2] == "  eval return   final -3 (it 1) | best -3 (it 1)"
+    assert lines[3] == "  eval success  final 0.75 (it 1) | best 0.75 (it 1)"

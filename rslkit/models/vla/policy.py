@@ -6,9 +6,11 @@ It plugs into the same flow machinery as the state-only :class:`~rslkit.models.f
 the same time grid. Only the conditioning differs: observation tokens ``[B, L, d]`` instead of a vector.
 
 Inputs are a TensorDict (or dict) ``[B]`` of observation groups: the state (``cfg.state_group``, float ``[B, S]``),
-the instruction embedding (``instruction``, float ``[B, E]``, e.g. a sentence encoder's) and one uint8 image group
-``camera_<name>`` ``[B, H, W, 3]`` per camera. State and actions are min-max normalized to ``[-1, 1]`` with dataset
-statistics; images are scaled to ``[0, 1]``.
+the instruction embedding (``instruction``, float ``[B, E]``, a sentence encoder's raw output) and one uint8 image
+group ``camera_<name>`` ``[B, H, W, 3]`` per camera. State and actions are min-max normalized to ``[-1, 1]`` with
+dataset statistics; the instruction embedding is normalized per dimension over the training instructions (templated
+instructions embed almost collinearly: the dimensions that tell them apart are rescaled); images are scaled to
+``[0, 1]``. All statistics are buffers, saved with the weights and inside an exported graph.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class VLAPolicy(nn.Module):
         self.obs_normalizer = MinMaxNormalizer(state_dim)
         """State normalizer (the name the flow-policy code uses for its observation normalizer)."""
         self.action_normalizer = MinMaxNormalizer(action_dim)
+        self.register_buffer("instruction_mean", torch.zeros(max(cfg.language_dim, 1)))
+        self.register_buffer("instruction_std", torch.ones(max(cfg.language_dim, 1)))
+        self.instruction_mean: torch.Tensor
+        self.instruction_std: torch.Tensor
         self.tokenizer = ObservationTokenizer(state_dim, cfg)
         self.net = ActionExpert(
             action_dim,
@@ -79,6 +85,22 @@ class VLAPolicy(nn.Module):
         self.obs_normalizer.set_stats(torch.tensor(stats[OBS_KEY]["min"]), torch.tensor(stats[OBS_KEY]["max"]))
         self.action_normalizer.set_stats(torch.tensor(stats[ACTION_KEY]["min"]), torch.tensor(stats[ACTION_KEY]["max"]))
 
+    def set_instruction_stats(self, embeddings: torch.Tensor) -> None:
+        """Per-dimension mean and std (floored at 1e-3) of the raw embeddings ``[G, E]`` of the training
+        instructions (one instruction: mean only)."""
+        if embeddings.ndim != 2 or embeddings.shape[1] != self.cfg.language_dim:
+            raise ValueError(
+                f"Instruction embeddings must be [G, {self.cfg.language_dim}] (policy.language_dim), got "
+                f"{list(embeddings.shape)}."
+            )
+        self.instruction_mean.copy_(embeddings.mean(0))
+        if embeddings.shape[0] > 1:
+            self.instruction_std.copy_(embeddings.std(0, unbiased=False).clamp_min(1e-3))
+
+    def normalize_instruction(self, embedding: torch.Tensor) -> torch.Tensor:
+        """Raw instruction embeddings ``[B, E]`` -> normalized."""
+        return (embedding - self.instruction_mean) / self.instruction_std
+
     def normalize_inputs(self, obs: Mapping[str, torch.Tensor] | TensorDict) -> TensorDict:
         """Check raw observation groups and return the network's inputs ``[B]``: ``state`` (normalized),
         ``instruction``, ``camera_<name>`` (float ``[B, 3, H, W]`` in ``[0, 1]``).
@@ -106,7 +128,7 @@ class VLAPolicy(nn.Module):
                     f"The instruction embedding must be [B, {c.language_dim}] (policy.language_dim), got "
                     f"{list(lang.shape)}: embed instructions with the encoder the policy was trained with."
                 )
-            out[INSTRUCTION_GROUP] = lang
+            out[INSTRUCTION_GROUP] = self.normalize_instruction(lang)
         h, w = c.image_size
         for cam in c.cameras:
             img = obs[camera_group(cam)]

@@ -1,0 +1,291 @@
+"""VLA behaviour cloning: a :class:`~rslkit.models.vla.VLAPolicy` from a LeRobotDataset with camera videos and
+language tasks, evaluated in the env with success per instruction.
+
+The env must provide the policy's state group and its ``camera_<name>`` groups (``--env.cameras``), and an
+instruction per env: ``env.instructions`` (strings) with an observation group ``goal`` holding each env's index
+into them (``so101-pick-place``), or one fixed ``agent.instruction`` for all envs. Instructions are embedded with
+the sentence encoder ``agent.text_encoder`` (MiniLM from its PyPI wheel by default; never downloaded).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rslkit.algorithms.flow_bc import FlowBC, FlowBCCfg
+from rslkit.data.checks import check_matches_env
+from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
+from rslkit.envs.camera_groups import camera_group
+from rslkit.envs.vec_env import VecEnv
+from rslkit.models.flow.chunk_executor import ChunkExecutor
+from rslkit.models.text_encoder import MINILM, SentenceEncoder
+from rslkit.models.vla.config import VLAPolicyCfg
+from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
+from rslkit.runners.base import BaseRunner
+from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.pretrain_runner import policy_obs_dim
+from rslkit.runners.run_config import RunCfg
+from rslkit.runners.run_state import capture_run_state, restore_run_state
+from rslkit.utils.config import to_dict
+from rslkit.utils.distributed import DistInfo
+from rslkit.utils.validation import expect
+
+GOAL_GROUP = "goal"
+"""Observation group of each env's instruction index (into ``env.instructions``)."""
+
+
+@dataclass
+class VLABCRunnerCfg(RunCfg):
+    """VLA behaviour cloning run. CLI: ``--agent.<field>`` (``train.py --dataset PATH`` sets ``dataset``)."""
+
+    dataset: str = ""
+    """LeRobotDataset v3.0 directory with the policy's cameras and a task per episode."""
+    algorithm: FlowBCCfg = field(default_factory=FlowBCCfg)
+    policy: VLAPolicyCfg = field(default_factory=lambda: VLAPolicyCfg(language_dim=384))
+    text_encoder: str = MINILM
+    """Sentence encoder of the instructions (``minilm`` or a local ``transformers`` directory); its embedding size
+    must be ``policy.language_dim``."""
+    instruction: str = ""
+    """The instruction of every env, for envs without ``instructions`` (empty: the env must provide them)."""
+    augment_shift: int = 4
+    """Random shifts of up to this many pixels per camera image in training (0: off)."""
+    max_iterations: int = 30
+    updates_per_iteration: int = 100
+    eval_interval: int = 10
+    """Iterations between evaluations in the env (one episode per env, deterministic ODE); 0: only the last."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the loop cannot run with."""
+        super().check()
+        updates = self.updates_per_iteration
+        expect(isinstance(updates, int) and updates >= 1, "updates_per_iteration", f"must be >= 1, got {updates}")
+        every = self.eval_interval
+        expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
+        shift = self.augment_shift
+        expect(isinstance(shift, int) and shift >= 0, "augment_shift", f"must be an integer >= 0, got {shift}")
+        expect(self.policy.language_dim > 0, "policy.language_dim", "must be > 0: a VLA policy reads instructions")
+
+
+class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
+    """Behaviour cloning of a VLA policy (same interface as :class:`~rslkit.runners.PretrainRunner`).
+
+    The dataset (state, the configured cameras, tasks) is loaded when :meth:`learn` starts and checked against the
+    env; on a fresh run its statistics become the policy's normalizers (state, action, instruction embeddings). An
+    iteration takes ``updates_per_iteration`` gradient steps on randomly shifted frames; evaluations run the EMA
+    policy with the deterministic ODE, one episode per env, and report success overall and per instruction.
+
+    Args:
+        env: the environment (sizes, cameras, instructions, evaluation).
+        cfg: run config.
+        log_dir: run directory; None for no files.
+        device: training device.
+        dist_info: behaviour cloning runs in one process.
+        run_info: extra checkpoint entries (task name, env config).
+    """
+
+    algorithm_name = "vla-bc"
+
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: VLABCRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
+        state_dim = policy_obs_dim(env, cfg.policy.state_group)
+        self.alg = FlowBC(VLAPolicy(state_dim, env.num_actions, cfg.policy), cfg.algorithm, self.device)
+        self.stats = EpisodeStats(env.num_envs, self.device)
+        self.dataset: VLAChunkDataset | None = None
+        self._encoder: SentenceEncoder | None = None
+        self._embeddings: dict[str, torch.Tensor] = {}
+        self._task_embeddings: torch.Tensor | None = None
+        self._executor: ChunkExecutor | None = None
+        self._generator = torch.Generator().manual_seed(int((run_info or {}).get("seed", 0)))
+
+    @property
+    def policy(self) -> VLAPolicy:
+        """The deployed policy: the EMA copy of the trained weights."""
+        return self.alg.ema.model
+
+    # ------------------------------------------------------------------ language
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """Raw sentence embeddings ``[len(texts), E]`` on the training device (cached per text).
+
+        Raises:
+            ValueError: the encoder's size is not ``policy.language_dim``.
+        """
+        new = [t for t in dict.fromkeys(texts) if t not in self._embeddings]
+        if new:
+            if self._encoder is None:
+                self._encoder = SentenceEncoder(self.cfg.text_encoder)
+                if self._encoder.dim != self.cfg.policy.language_dim:
+                    raise ValueError(
+                        f"The text encoder {self.cfg.text_encoder!r} embeds into {self._encoder.dim} dimensions; set "
+                        f"--agent.policy.language_dim {self._encoder.dim}."
+                    )
+            self._embeddings.update(zip(new, self._encoder.encode(new).to(self.device)))
+        return torch.stack([self._embeddings[t] for t in texts])
+
+    def env_instructions(self, obs: TensorDict) -> torch.Tensor:
+        """Each env's raw instruction embedding ``[N, E]``.
+
+        Raises:
+            ValueError: the env provides no instructions and ``agent.instruction`` is empty.
+        """
+        instructions = getattr(self.env, "instructions", None)
+        if instructions and GOAL_GROUP in obs.keys():
+            table = self.embed(list(instructions))
+            return table[obs[GOAL_GROUP].reshape(-1).long().to(self.device)]
+        if self.cfg.instruction:
+            return self.embed([self.cfg.instruction]).expand(obs.batch_size[0], -1)
+        raise ValueError(
+            "The env gives no instruction (no `instructions` with a 'goal' observation group): set "
+            "--agent.instruction TEXT, the instruction every env follows."
+        )
+
+    def with_instruction(self, obs: TensorDict) -> TensorDict:
+        """``obs`` with the ``instruction`` group added (the policy's input)."""
+        out = obs.clone(recurse=False)
+        out.set(INSTRUCTION_GROUP, self.env_instructions(obs).to(obs.device))
+        return out
+
+    # ------------------------------------------------------------------ data
+    def load_dataset(self) -> VLAChunkDataset:
+        """Read ``cfg.dataset`` with the policy's cameras, check it against the env, set the normalizers (fresh run).
+
+        Raises:
+            ValueError: no dataset configured, or one that does not match the env or lacks cameras or tasks.
+        """
+        if not self.cfg.dataset:
+            raise ValueError("Behaviour cloning needs demonstrations: pass --dataset PATH (or --agent.dataset PATH).")
+        cameras = list(self.cfg.policy.cameras)
+        demos = read_lerobot_dataset(self.cfg.dataset, cameras=cameras)
+        policy = self.alg.policy
+        check_matches_env(demos, policy.obs_dim, self.env.num_actions, "the env")
+        size = tuple(self.cfg.policy.image_size)
+        for cam in cameras:
+            h, w = demos.images[cam].shape[1:3]
+            if (h, w) != size:
+                raise ValueError(
+                    f"Camera {cam!r} of the dataset is {h}x{w}, the policy takes {size[0]}x{size[1]}: set "
+                    f"--agent.policy.image_size {h},{w} (the recording's size), or re-record at {size[0]}x{size[1]}."
+                )
+        self.dataset = VLAChunkDataset(demos, cameras, self.cfg.policy.horizon)
+        self._task_embeddings = self.embed(demos.tasks)
+        if self.iteration == 0:
+            for p in (policy, self.alg.ema.model):
+                p.set_normalization(demos.stats)
+                p.set_instruction_stats(self._task_embeddings)
+        return self.dataset
+
+    def batch(self, batch_size: int) -> tuple[TensorDict, torch.Tensor]:
+        """A training batch: raw observation groups ``[B]`` (shifted frames) and action chunks ``[B, Ta, A]``."""
+        assert self.dataset is not None and self._task_embeddings is not None
+        state, frames, task, actions = self.dataset.sample(batch_size, self._generator)
+        groups = {self.cfg.policy.state_group: state, INSTRUCTION_GROUP: self._task_embeddings[task.to(self.device)]}
+        for cam, images in frames.items():
+            groups[camera_group(cam)] = random_shift(images, self.cfg.augment_shift, self._generator)
+        return TensorDict(groups, batch_size=[batch_size]).to(self.device), actions
+
+    # ------------------------------------------------------------------ inference
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy ``obs -> actions [N, A]`` executing EMA-policy chunks."""
+        policy = self.policy
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(self.with_instruction(obs)), policy.horizon)
+        return self._executor
+
+    def reset_inference(self, dones: torch.Tensor | None) -> None:
+        """Start a new chunk for envs whose episode ended."""
+        if self._executor is not None:
+            self._executor.reset(dones)
+
+    @torch.inference_mode()
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env: ``Eval/mean_return``, ``Eval/success_rate`` and, for envs with
+        instructions, ``Eval/success/<instruction index>``."""
+        env = self.env
+        with torch.random.fork_rng():
+            if hasattr(env, "reset"):
+                env.reset()
+            policy = self.inference_policy()
+            self.reset_inference(None)
+            obs = env.get_observations()
+            n = env.num_envs
+            goal = obs[GOAL_GROUP].reshape(-1).long().cpu() if GOAL_GROUP in obs.keys() else torch.zeros(n).long()
+            returns, lengths = torch.zeros(n), torch.zeros(n)
+            success, done = torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
+            for _ in range(int(torch.as_tensor(env.max_episode_length).max()) + 1):
+                obs, rewards, dones, extras = env.step(policy(obs))
+                dones = dones.cpu().bool()
+                returns += rewards.cpu() * ~done
+                lengths += (~done).float()
+                success |= dones & ~done & extras.get("success", torch.zeros_like(dones)).cpu().bool()
+                done |= dones
+                self.reset_inference(dones)
+                if bool(done.all()):
+                    break
+        for buffer, values in ((self.stats.finished_returns, returns), (self.stats.finished_lengths, lengths),
+                               (self.stats.finished_success, success.float())):  # fmt: skip
+            buffer.clear()
+            buffer.extend(values.tolist())
+        self.stats.num_finished += n
+        out = {"Eval/mean_return": float(returns.mean()), "Eval/success_rate": float(success.float().mean())}
+        for g in goal.unique().tolist():
+            out[f"Eval/success/{g}"] = float(success[goal == g].float().mean())
+        return out
+
+    # ------------------------------------------------------------------ training loop
+    def _start_learning(self) -> None:
+        if self.dataset is None:
+            self.load_dataset()
+
+    def _iteration(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        sums: dict[str, float] = {}
+        self.alg.policy.train()
+        for _ in range(self.cfg.updates_per_iteration):
+            obs, actions = self.batch(self.cfg.algorithm.batch_size)
+            for key, value in self.alg.update(obs, actions).items():
+                sums[key] = sums.get(key, 0.0) + value
+        elapsed = time.perf_counter() - t0
+        n = self.cfg.updates_per_iteration
+        metrics = {f"Loss/{k}": v / n for k, v in sums.items()}
+        metrics["Loss/learning_rate"] = self.cfg.algorithm.learning_rate
+        metrics["Perf/updates_per_s"] = n / elapsed
+        metrics["Perf/learn_time"] = elapsed
+        return metrics
+
+    def _after_iteration(self, metrics: dict[str, float], last: bool) -> None:
+        interval = self.cfg.eval_interval
+        if last or (interval > 0 and self.iteration % interval == 0):
+            metrics.update(self.evaluate())
+            metrics.update(self.stats.summary())
+
+    # ------------------------------------------------------------------ checkpoints
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """Policy, EMA policy, optimizer, config, sampling generator, RNG and env state, episode statistics."""
+        return {
+            "alg": self.alg.state_dict(),
+            "agent_cfg": to_dict(self.cfg),
+            "sampling_generator": self._generator.get_state(),
+            **capture_run_state(self.env, self.stats),
+        }
+
+    def _load_weights(self, alg_state: dict[str, Any]) -> None:
+        self.alg.policy.load_state_dict(alg_state["policy"])
+        self.alg.ema.load_state_dict(alg_state["ema"])
+
+    def _restore(self, data: dict[str, Any]) -> None:
+        restore_run_state(data, self.env, self.stats)
+        if "sampling_generator" in data:
+            self._generator.set_state(data["sampling_generator"])
