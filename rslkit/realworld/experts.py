@@ -12,6 +12,8 @@ what it must remember it reads back from the observation (the SO-101 tasks obser
   The phase follows from the observation: pads to cube, the contact flags and the last gripper command
   (:meth:`SO101LiftExpert.phase`). Inverse kinematics restarts from fixed poses where it ends in a local minimum,
   so the expert also recovers from states a bad policy left (measured: 99 of 100).
+- ``so101-pick-place``: the lift expert's grasp, then carry, lower, release at the instructed goal
+  (:mod:`rslkit.realworld.experts_pick_place`).
 
 :func:`expert_for` gives one by task name; :func:`scripted_human_for` wraps it in a
 :class:`~rslkit.realworld.interventions.ScriptedHuman` with the task's distance to the goal.
@@ -290,10 +292,17 @@ class SO101LiftExpert:
 
 
 # ---------------------------------------------------------------------------------------------------- by task
+def _pick_place_expert(cfg: Any) -> Expert:
+    from rslkit.realworld.experts_pick_place import SO101PickPlaceExpert  # it builds on this module
+
+    return SO101PickPlaceExpert(cfg)
+
+
 EXPERTS: dict[str, Callable[[Any], Expert]] = {
     "pendulum": lambda cfg: pendulum,
     "so101-reach": SO101ReachExpert,
     "so101-lift": SO101LiftExpert,
+    "so101-pick-place": _pick_place_expert,
 }
 """Task name -> ``(env_cfg or None) -> expert``."""
 
@@ -313,7 +322,8 @@ def distance_for(task: str, env_cfg: Any = None) -> Callable[[Observation], floa
     """Distance to the goal of one observation, 0 at the goal, for a scripted human's corridor and stall trigger.
 
     ``pendulum``: angle beyond 0.1 rad from upright (rad); ``so101-reach``: gripper frame to target beyond
-    ``success_radius`` (m); ``so101-lift``: the height the cube lacks to success plus, until then, pads to cube (m).
+    ``success_radius`` (m); ``so101-lift``: the height the cube lacks to success plus, until then, pads to cube (m);
+    ``so101-pick-place``: :func:`~rslkit.realworld.experts_pick_place.pick_place_distance`.
     """
     if task == "pendulum":
         return lambda obs: max(abs(math.atan2(float(obs["policy"][1]), float(obs["policy"][0]))) - 0.1, 0.0)
@@ -329,6 +339,10 @@ def distance_for(task: str, env_cfg: Any = None) -> Callable[[Observation], floa
             return lacking + float(np.linalg.norm(x[15:18] - x[12:15])) if lacking > 0 else 0.0
 
         return lift_distance
+    if task == "so101-pick-place":
+        from rslkit.realworld.experts_pick_place import pick_place_distance
+
+        return pick_place_distance(env_cfg)
     raise ValueError(f"No distance to the goal for task '{task}'; there is one for {sorted(EXPERTS)}.")
 
 

@@ -24,6 +24,7 @@ BUILTIN_RECIPES: dict[str, str] = {
     "pendulum": "pendulum",
     "point-reach": "point_reach",
     "so101-lift": "so101_lift",
+    "so101-pick-place": "so101_pick_place",
     "so101-reach": "so101_reach",
 }
 """Built-in task name -> module of ``rslkit.recipes`` that holds its ``RECIPES``."""

@@ -153,6 +153,7 @@ def test_bad_input_is_refused_with_what_to_do():
         ({"d_model": 30}, "d_model"),
         ({"cameras": ("front", "front")}, "cameras"),
         ({"image_size": (4, 4)}, "image_size"),
+        ({"token_grid": 3}, "token_grid"),  # a 4x4 feature map pooled to 3x3 (no ONNX export)
     ],
 )
 def test_bad_architecture_is_refused_naming_the_field(kw, field):

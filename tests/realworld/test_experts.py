@@ -37,7 +37,7 @@ def _env(task: str, num_envs: int, seed: int, **kw):
 
 
 def test_expert_for_lists_the_tasks_that_have_one() -> None:
-    with pytest.raises(ValueError, match=r"cartpole.*\['pendulum', 'so101-lift', 'so101-reach'\]"):
+    with pytest.raises(ValueError, match=r"cartpole.*\['pendulum', 'so101-lift', 'so101-pick-place', 'so101-reach'\]"):
         expert_for("cartpole")
 
 

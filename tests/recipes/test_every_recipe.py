@@ -29,6 +29,10 @@ SMALL = {
     "flow-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16",
                 "--agent.policy.hidden_dim", "16", "--agent.policy.num_blocks", "1"],
     "reinflow": ["--agent.num_steps_per_env", "4"],
+    "vla-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16", "--env.camera_width", "16",
+               "--env.camera_height", "16", "--agent.policy.image_size", "16,16", "--agent.policy.cnn_channels", "8,16",
+               "--agent.policy.token_grid", "2", "--agent.policy.d_model", "16",
+               "--agent.policy.num_heads", "2", "--agent.policy.num_layers", "1", "--agent.policy.horizon", "4"],
 }  # fmt: skip
 
 
@@ -47,6 +51,8 @@ def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) 
     fields: dict[str, str] = {}
     if algo == "flow-bc":
         fields["dataset"] = str(_demonstrations(task, root, runs))
+    if algo == "vla-bc":
+        fields["dataset"] = str(_expert_demonstrations(task, root))
     if algo == "reinflow":
         fields["pretrained"] = str(runs.get((task, "flow-bc")) or _train(task, "flow-bc", root, runs))
     log_dir = root / f"{task}-{algo}"
@@ -69,8 +75,25 @@ def _demonstrations(task: str, root: Path, runs: dict[tuple[str, str], Path]) ->
     return out
 
 
+def _expert_demonstrations(task: str, root: Path) -> Path:
+    """Two short episodes of the task's scripted expert with the 16x16 front camera and their instructions."""
+    from rslkit import record
+    from rslkit.recipes import agent_cfg
+    from tests.envs.gl import require_gl
+
+    require_gl()
+    out = root / f"{task}-expert-demos"
+    state = agent_cfg(task, "vla-bc").policy.state_group
+    record.main(["--task", task, "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(out), "--obs_group",
+                 state, "--camera",
+                 "front", "--env.cameras", "front", "--env.camera_width", "16", "--env.camera_height", "16",
+                 "--env.episode_length", str(EPISODE.get(task, 30))])  # fmt: skip
+    return out
+
+
 PAIRS = [*recipe_pairs(), ("gym:Pendulum-v1", "ppo"), ("gym:Pendulum-v1", "sac")]
-CONTROL_RATE_HZ = {"so101-reach": 50.0, "so101-lift": 50.0, "go2-flat": 50.0, "pendulum": 20.0, "cartpole": 50.0}
+CONTROL_RATE_HZ = {"so101-reach": 50.0, "so101-lift": 50.0, "so101-pick-place": 50.0, "go2-flat": 50.0,
+                   "pendulum": 20.0, "cartpole": 50.0}  # fmt: skip
 """What the exported metadata must say (docs/deployment.md)."""
 
 

@@ -21,7 +21,8 @@ from rslkit.data import record_episodes, write_lerobot_dataset
 from rslkit.envs import make_env
 from rslkit.envs.mujoco.models import ModelNotFoundError
 from rslkit.envs.registry import get_task, task_names
-from rslkit.recipes import build_run, load_run, recipe_pairs
+from rslkit.recipes import agent_cfg, build_env, build_run, load_run, recipe_pairs
+from rslkit.record import task_of
 from rslkit.utils.checkpoint import load_checkpoint
 
 NUM_ENVS = 4
@@ -52,6 +53,21 @@ TINY: dict[str, list[str]] = {
         "--agent.policy.num_inference_steps=2",
         "--agent.policy.hidden_dim=16",
         "--agent.policy.num_blocks=1",
+        "--agent.algorithm.batch_size=16",
+        "--agent.updates_per_iteration=2",
+        "--agent.eval_interval=1",
+    ],
+    "vla-bc": [
+        "--env.camera_width=16",
+        "--env.camera_height=16",
+        "--agent.policy.image_size=16,16",
+        "--agent.policy.cnn_channels=8,16",
+        "--agent.policy.token_grid=2",
+        "--agent.policy.d_model=16",
+        "--agent.policy.num_heads=2",
+        "--agent.policy.num_layers=1",
+        "--agent.policy.horizon=2",
+        "--agent.policy.num_inference_steps=2",
         "--agent.algorithm.batch_size=16",
         "--agent.updates_per_iteration=2",
         "--agent.eval_interval=1",
@@ -100,10 +116,30 @@ def _dataset(task: str, root: Path) -> str:
     return str(write_lerobot_dataset(root / task, record_episodes(env, policy, NUM_ENVS), fps=20))
 
 
+def _camera_dataset(task: str, root: Path) -> str:
+    """A few short episodes of seeded random actions with the 16x16 front camera and each episode's instruction."""
+    from tests.envs.gl import require_gl
+
+    require_gl()
+    env = build_env(task, ["--env.cameras=front", "--env.camera_width=16", "--env.camera_height=16",
+                           f"--env.episode_length={2 * EPISODE_LENGTH}"], num_envs=NUM_ENVS)  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+
+    def policy(obs) -> torch.Tensor:
+        return torch.rand(env.num_envs, env.num_actions, generator=g) * 2.0 - 1.0
+
+    state = agent_cfg(task, "vla-bc").policy.state_group
+    episodes = record_episodes(env, policy, NUM_ENVS, obs_group=state, task=task_of(env, None, task), cameras=["front"])
+    return str(write_lerobot_dataset(root / task, episodes, fps=20))
+
+
 def _agent_fields(task: str, algo: str, tmp: Path) -> dict[str, Any]:
-    """Inputs an algorithm needs besides the env: a dataset (flow-bc) or a pretrained flow-bc checkpoint (reinflow)."""
+    """Inputs an algorithm needs besides the env: a dataset (flow-bc, vla-bc) or a pretrained flow-bc checkpoint
+    (reinflow)."""
     if algo == "flow-bc":
         return {"dataset": _dataset(task, tmp / "data")}
+    if algo == "vla-bc":
+        return {"dataset": _camera_dataset(task, tmp / "data")}
     if algo == "reinflow":
         if (task, "flow-bc") not in PAIRS:
             pytest.skip(f"{task} has no flow-bc recipe to pretrain the ReinFlow policy with")

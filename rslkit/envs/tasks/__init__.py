@@ -7,5 +7,6 @@ from rslkit.envs.tasks import (  # noqa: F401
     pendulum,
     point_reach,
     so101_lift,  # SO-101 cube lifting
+    so101_pick_place,  # SO-101 language-conditioned pick and place
     so101_reach,
 )

@@ -75,6 +75,15 @@ class VLAPolicyCfg:
             "cnn_channels",
             f"must be one or more integers >= 1, got {self.cnn_channels}",
         )
+        if len(size) == 2 and self.cnn_channels and isinstance(self.token_grid, int) and self.token_grid >= 1:
+            grid = [-(-s // 2 ** len(self.cnn_channels)) for s in size]  # stride-2 convolutions, padding 1
+            expect(
+                all(g % self.token_grid == 0 for g in grid),
+                "token_grid",
+                f"must divide the CNN's {grid[0]}x{grid[1]} feature map ({size[0]}x{size[1]} images after "
+                f"{len(self.cnn_channels)} stride-2 convolutions), got {self.token_grid}: change token_grid, "
+                "cnn_channels or image_size (pooling to a grid that does not divide it has no ONNX export)",
+            )
         expect(len(set(self.cameras)) == len(self.cameras), "cameras", f"names a camera twice: {self.cameras}")
         expect(bool(self.state_group), "state_group", "must name an observation group (e.g. policy)")
         expect(
