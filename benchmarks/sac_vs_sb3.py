@@ -182,6 +182,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--logs", default=None, help="keep each child's console output in this folder")
     p.add_argument("--no-snapshot", action="store_true", help="children import the working tree's rslkit")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 seed, -400 threshold, Hopper 10k steps")
+    p.add_argument("--summarize", default=None, metavar="JSON", help="recompute the summary of a results file")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -227,18 +228,21 @@ def _specs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[st
     return pendulum, mujoco
 
 
-def return_at(curve: list, steps: int) -> float | None:
+def return_at(curve: list, steps: int, steps_run: int) -> float | None:
     """The windowed training return of the newest curve point at or before ``steps`` env steps (None: none yet,
-    or the run stopped before ``steps``)."""
-    if not curve or curve[-1][1] < steps * 0.999:
+    or the run stopped before ``steps``). SB3 logs an episode one step after it ends, so a run's last episode may
+    have no point: ``steps_run`` (the env steps the run made) decides whether it got there."""
+    if not curve or steps_run < steps:
         return None
     before = [mean for _, s, mean in curve if s <= steps and mean is not None]
     return before[-1] if before else None
 
 
-def time_at(curve: list, steps: int) -> float | None:
-    """Seconds of the training loop until ``steps`` env steps (None: not reached)."""
-    return next((t for t, s, _ in curve if s >= steps), None)
+def time_at(run: dict[str, Any], steps: int) -> float | None:
+    """Seconds of the training loop until ``steps`` env steps (None: not reached); the whole loop when the run
+    stopped at ``steps`` (SB3's curve has no point after its last episode)."""
+    at = next((t for t, s, _ in run["curve"] if s >= steps), None)
+    return run["loop_s"] if at is None and run["env_steps_total"] >= steps else at
 
 
 def _summarize(runs: list[dict[str, Any]], part: str, env_id: str) -> dict[str, Any]:
@@ -260,10 +264,10 @@ def _summarize(runs: list[dict[str, Any]], part: str, env_id: str) -> dict[str, 
         }
         if part == "mujoco":
             for k in CHECKPOINTS:
-                rets = [return_at(r["curve"], k) for r in rs]
+                rets = [return_at(r["curve"], k, r["env_steps_total"]) for r in rs]
                 m[f"return_at_{k // 1000}k"] = [None if v is None else round(v, 1) for v in rets]
                 m[f"return_at_{k // 1000}k_mean"] = C.median([v for v in rets if v is not None]) if len(rs) else None
-                m[f"time_at_{k // 1000}k_s"] = C.median([t for t in (time_at(r["curve"], k) for r in rs) if t])
+                m[f"time_at_{k // 1000}k_s"] = C.median([t for t in (time_at(r, k) for r in rs) if t])
     return out
 
 
@@ -302,6 +306,13 @@ def main() -> None:
     args = parse_args()
     if args.child is not None:
         child_main(json.loads(args.child), args.result)
+        return
+    if args.summarize:  # e.g. after an interrupted run, or with a fixed summary
+        path = Path(args.summarize)
+        payload = json.loads(path.read_text())
+        payload["summary"] = _summarize_all(payload["runs"])
+        path.write_text(json.dumps(payload, indent=2, default=str))
+        _report(payload["runs"])
         return
     info = C.machine_info(["rslkit", "stable-baselines3", "gymnasium", "mujoco", "numpy"])
     C.print_machine_info(info)
