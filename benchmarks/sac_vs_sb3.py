@@ -228,12 +228,15 @@ def _specs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[st
     return pendulum, mujoco
 
 
-def return_at(curve: list, steps: int, steps_run: int) -> float | None:
+def return_at(curve: list, steps: int, steps_run: int, final: float | None = None) -> float | None:
     """The windowed training return of the newest curve point at or before ``steps`` env steps (None: none yet,
     or the run stopped before ``steps``). SB3 logs an episode one step after it ends, so a run's last episode may
-    have no point: ``steps_run`` (the env steps the run made) decides whether it got there."""
+    have no point: ``steps_run`` (the env steps the run made) decides whether it got there, and a run that stopped
+    at ``steps`` reports its ``final`` window (which holds that last episode)."""
     if not curve or steps_run < steps:
         return None
+    if steps_run == steps and final is not None:
+        return final
     before = [mean for _, s, mean in curve if s <= steps and mean is not None]
     return before[-1] if before else None
 
@@ -264,7 +267,7 @@ def _summarize(runs: list[dict[str, Any]], part: str, env_id: str) -> dict[str, 
         }
         if part == "mujoco":
             for k in CHECKPOINTS:
-                rets = [return_at(r["curve"], k, r["env_steps_total"]) for r in rs]
+                rets = [return_at(r["curve"], k, r["env_steps_total"], r["return_at_stop"]) for r in rs]
                 m[f"return_at_{k // 1000}k"] = [None if v is None else round(v, 1) for v in rets]
                 m[f"return_at_{k // 1000}k_mean"] = C.median([v for v in rets if v is not None]) if len(rs) else None
                 m[f"time_at_{k // 1000}k_s"] = C.median([t for t in (time_at(r, k) for r in rs) if t])
