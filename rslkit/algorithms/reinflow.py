@@ -210,7 +210,7 @@ class ReinFlow:
         """
         c = self.cfg
         staleness = (self.version - self.storage.versions).float()
-        if update_actor and c.staleness.needs_proximal and c.staleness.proximal == "recompute":
+        if c.staleness.needs_proximal and c.staleness.proximal == "recompute":  # the critic-only loss logs it too
             self.storage.proximal_log_probs = self._proximal_log_probs()
         sums: dict[str, float] = {}
         first: dict[str, float] = {}

@@ -72,7 +72,13 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, help="task name, gym:<EnvId> or package.module:attribute")
-    parser.add_argument("--algo", default="sac", help="learner algorithm: sac (decoupled PPO: issue 17)")
+    parser.add_argument(
+        "--algo",
+        default="sac",
+        choices=("sac", "ppo", "reinflow"),
+        help="sac (off-policy, one robot per actor) or ppo / reinflow (on-policy with bounded staleness: batched "
+        "simulated envs per actor, see docs/realworld.md)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default 0, or the resumed run's)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i] (the learner's; actors act on the CPU)")
     parser.add_argument("--logdir", default="logs", help="root of run directories (default: logs)")
@@ -80,6 +86,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token_file", help="file holding the shared token (or set RSLKIT_TOKEN); actors without it are refused"
     )
+    parser.add_argument("--num_envs", type=int, help="ppo/reinflow: envs of every actor (--learner.actor_envs)")
+    parser.add_argument("--pretrained", help="reinflow: the flow-bc checkpoint to fine-tune (learner and actors)")
 
 
 def _learner_parser(sub: Any) -> None:
@@ -95,6 +103,8 @@ def _learner_parser(sub: Any) -> None:
     p.add_argument("--tls_key", help="its private key")
     p.add_argument("--tls_client_ca", help="require actor certificates signed by this CA")
     p.add_argument("--allow_insecure_remote", action="store_true", help="serve a non-loopback address in plain text")
+    p.add_argument("--max_staleness", type=int, help="ppo/reinflow: eta of the admission rule (0: synchronous)")
+    p.add_argument("--actors", type=int, help="ppo/reinflow: rollouts per update (--learner.rollouts_per_update)")
 
 
 def _actor_parser(sub: Any) -> None:
@@ -114,6 +124,8 @@ def _local_parser(sub: Any) -> None:
     p.add_argument("--max_iterations", type=int, help="learner iterations")
     p.add_argument("--run_name", default="", help="suffix of the run directory name")
     p.add_argument("--resume", action="store_true", help="resume the latest local run of the task")
+    p.add_argument("--actors", type=int, help="ppo/reinflow: actor processes (default 2; rollouts per update)")
+    p.add_argument("--max_staleness", type=int, help="ppo/reinflow: eta of the admission rule (0: synchronous)")
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -124,11 +136,21 @@ def main(argv: list[str] | None = None) -> Any:
     _actor_parser(sub)
     _local_parser(sub)
     args, overrides = parser.parse_known_args(argv)
-    if args.algo != "sac":
-        parser.error(f"--algo {args.algo}: the real-world learner trains sac (decoupled PPO is issue 17)")
     if args.threads < 1:
         parser.error("--threads must be >= 1")
     torch.set_num_threads(args.threads)
+    if args.algo != "sac":
+        from rslkit.cli import realworld_onpolicy  # it builds on this module's helpers
+
+        return realworld_onpolicy.run(args, overrides)
+    if (
+        args.num_envs is not None
+        or args.pretrained
+        or any(getattr(args, f, None) is not None for f in ("actors", "max_staleness"))
+    ):
+        parser.error(
+            "--num_envs, --pretrained and --actors are for --algo ppo / reinflow (a SAC actor drives one robot)"
+        )
     command = {"learner": run_learner, "actor": run_actor, "local": run_local}[args.command]
     return command(args, overrides)
 

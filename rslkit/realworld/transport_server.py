@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn, Protocol
 
 import grpc
 import numpy as np
@@ -31,6 +31,22 @@ DEFAULT_BIND = "127.0.0.1:50051"
 TICK_S = 0.05
 """How often an idle stream's writer looks for news (stop, replacement, idle timeout) besides being woken."""
 log = logging.getLogger(__name__)
+
+
+class StreamHandler(Protocol):
+    """Another protocol on the same streams (the on-policy loop's permits and rollouts,
+    :mod:`rslkit.realworld.onpolicy_learner`): the server authenticates, decodes with :meth:`decode`, answers
+    heartbeats itself and hands every other message to :meth:`handle`; replies go out with
+    :meth:`LearnerServer.send`. Called from the streams' reader threads (several at once)."""
+
+    def decode(self, data: bytes, max_bytes: int) -> Any:
+        """The validated message in ``data``; raise :class:`~rslkit.realworld.wire.WireError` to refuse it."""
+
+    def handle(self, actor_id: str, stream: int, message: Any) -> None:
+        """Act on a message of ``actor_id`` on its stream number ``stream``; ValueError refuses it."""
+
+    def stream_ended(self, actor_id: str, stream: int) -> None:
+        """Stream ``stream`` of ``actor_id`` ended (replaced, refused, gone or the learner stopping)."""
 
 
 class _Refused(Exception):
@@ -58,6 +74,8 @@ class _Session:
 
     actor_id: str
     peer: str
+    number: int = 0
+    outbox: deque[bytes] = field(default_factory=deque)
     last_seen: float = field(default_factory=time.monotonic)
     last_seq: int = -1  # the last seq received on this stream
     acked: int = -1
@@ -83,9 +101,9 @@ class LearnerServer:
     """Serves actors on ``bind`` from construction until :meth:`stop` (also a context manager).
 
     Args:
-        schema: the transitions' schema; messages of another schema are refused.
+        schema: the transitions' schema; messages of another schema are refused (None: with ``handler``).
         sink: stores transitions and returns the actor's watermark (:class:`rslkit.realworld.transport_sink.
-            TransitionSink`); called from one thread at a time.
+            TransitionSink`); called from one thread at a time (None: transitions are refused).
         bind: ``HOST:PORT`` (port 0: any free port, see :attr:`port`). A host other than loopback needs ``tls``.
         token: when set, actors must send it (``authorization: Bearer <token>``); others get UNAUTHENTICATED.
         tls: the learner's key pair; without it traffic is plain text (fine on loopback only).
@@ -94,12 +112,13 @@ class LearnerServer:
         idle_timeout_s: a stream silent this long (actors heartbeat far more often) is ended.
         keepalive_s: HTTP/2 ping interval, so a vanished actor's stream is noticed and freed.
         max_streams: concurrent streams; more are refused by gRPC (RESOURCE_EXHAUSTED).
+        handler: decodes and handles the messages of another protocol (:class:`StreamHandler`).
     """
 
     def __init__(
         self,
-        schema: wire.TransitionSchema,
-        sink: TransitionSink,
+        schema: wire.TransitionSchema | None,
+        sink: TransitionSink | None,
         bind: str = DEFAULT_BIND,
         *,
         token: str | None = None,
@@ -109,6 +128,7 @@ class LearnerServer:
         idle_timeout_s: float = 10.0,
         keepalive_s: float = 10.0,
         max_streams: int = 32,
+        handler: StreamHandler | None = None,
     ) -> None:
         transport.require_tls_off_loopback(
             bind, tls is not None, allow_insecure_remote, f"serve {bind}", "Pass tls=ServerTLS.from_files(cert, key)"
@@ -117,7 +137,9 @@ class LearnerServer:
             transport.bearer(token)  # validates it
         if idle_timeout_s <= 0 or max_streams < 1 or max_message_bytes < wire.PREFIX_BYTES:
             raise ValueError("idle_timeout_s must be > 0, max_streams >= 1, max_message_bytes >= 24.")
-        self.schema, self.sink, self.token = schema, sink, token
+        if handler is None and (schema is None or sink is None):
+            raise ValueError("LearnerServer needs a schema and a sink for transitions, or a handler.")
+        self.schema, self.sink, self.token, self.handler = schema, sink, token, handler
         self.max_message_bytes, self.idle_timeout_s = max_message_bytes, idle_timeout_s
         self._lock = threading.Lock()  # sessions, actors, weights, counts
         self._sink_lock = threading.Lock()
@@ -171,6 +193,18 @@ class LearnerServer:
             sessions = list(self._sessions.values())
         for session in sessions:
             session.wake.set()
+
+    def send(self, actor_id: str, data: bytes, stream: int | None = None) -> bool:
+        """Queue ``data`` (an encoded message) for the current stream of ``actor_id``, after any weights news;
+        False when that actor has no open stream (or, with ``stream``, when its open stream has another number)."""
+        with self._lock:
+            session = self._sessions.get(actor_id)
+        if session is None or (stream is not None and session.number != stream):
+            return False
+        with session.lock:
+            session.outbox.append(data)
+        session.wake.set()
+        return True
 
     def counts(self) -> dict[str, int]:
         """Counters: streams, replaced, messages, transitions, heartbeats, refused, refused_<STATUS>, idle_closed."""
@@ -226,6 +260,8 @@ class LearnerServer:
                     del self._sessions[session.actor_id]
             session.finished = True
             reader.join(timeout=1.0)
+            if self.handler is not None:
+                self.handler.stream_ended(session.actor_id, session.number)
 
     def _admit(self, context: grpc.ServicerContext) -> _Session:
         """Check token and actor id; register the stream, replacing an older one of the same actor."""
@@ -246,8 +282,8 @@ class LearnerServer:
             log.warning("refused a stream from %s: %s", peer, err)
             self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
         assert isinstance(actor_id, str)
-        session = _Session(actor_id, peer)
         with self._lock:
+            session = _Session(actor_id, peer, number=self._counts["streams"] + 1)
             old, previous = self._sessions.get(actor_id), self._actors.get(actor_id)
             self._sessions[actor_id] = self._actors[actor_id] = session
             session.acked = previous.acked if previous is not None else -1  # answered to its first heartbeat
@@ -284,7 +320,10 @@ class LearnerServer:
 
     def _handle(self, session: _Session, data: bytes) -> None:
         try:
-            message = wire.decode(data, self.schema, self.max_message_bytes)
+            if self.handler is not None:
+                message = self.handler.decode(data, self.max_message_bytes)
+            else:
+                message = wire.decode(data, self.schema, self.max_message_bytes)
         except wire.WireError as err:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from None
         if message.sender != session.actor_id:
@@ -299,8 +338,14 @@ class LearnerServer:
                     message.next_seq,
                     True,
                 )
-        elif isinstance(message, wire.Transitions):
+        elif isinstance(message, wire.Transitions) and self.sink is not None:
             self._store(session, message)
+        elif self.handler is not None and not isinstance(message, (wire.Transitions, wire.Ack, wire.Weights)):
+            try:
+                self.handler.handle(session.actor_id, session.number, message)
+            except ValueError as err:
+                raise _Refused(grpc.StatusCode.FAILED_PRECONDITION, str(err)) from None
+            self._count("messages", message.kind)
         else:
             raise _Refused(
                 grpc.StatusCode.INVALID_ARGUMENT, f"an actor sends transitions and heartbeats, not {message.kind}."
@@ -317,6 +362,7 @@ class LearnerServer:
             text = f"seqs {first}..{last} do not follow seq {session.last_seq}, sent before (non-monotonic)."
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, text)
         session.last_seq = last
+        assert self.sink is not None
         with self._sink_lock:
             try:
                 acked = self.sink(session.actor_id, message)
@@ -369,3 +415,7 @@ class LearnerServer:
         if weights is not None and weights.version > session.weights_sent:
             session.weights_sent = weights.version
             yield weights.data
+        while session.outbox:  # after the weights: a permit of version v follows the weights of version v
+            with session.lock:
+                data = session.outbox.popleft()
+            yield data

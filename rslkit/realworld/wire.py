@@ -231,7 +231,12 @@ HEADER_FIELDS = {
     "ack": {"kind", "sender", "acked"},
     "weights": {"kind", "sender", "version"},
     "heartbeat": {"kind", "sender", "time_ns", "policy_version", "next_seq"},
+    # the on-policy loop's kinds, defined and decoded by rslkit.realworld.wire_rollout
+    "rollout": {"kind", "sender", "rollout", "policy_version", "schema"},
+    "permit_request": {"kind", "sender", "last_rollout"},
+    "permit": {"kind", "sender", "rollout", "policy_version", "schema"},
 }
+ROLLOUT_KINDS = ("rollout", "permit_request", "permit")
 
 
 # ---------------------------------------------------------------------------------------------------- arrays
@@ -358,6 +363,12 @@ def encode(message: Message, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         max_bytes: the receiver's limit on one message.
     """
     header, arrays = _header_and_arrays(message)
+    return frame(header, arrays, max_bytes)
+
+
+def frame(header: Mapping[str, Any], arrays: Mapping[str, np.ndarray], max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """One frame of an already validated ``header`` (a JSON object of integers, strings, lists and objects) and its
+    named ``arrays``; the encoders of every message kind end here."""
     text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
     payload = safetensors.numpy.save({k: np.ascontiguousarray(a) for k, a in arrays.items()})
     if len(text) > MAX_HEADER_BYTES:
@@ -466,6 +477,10 @@ def decode(data: bytes, schema: TransitionSchema | None = None, max_bytes: int =
     """
     header, payload = _unframe(data, max_bytes)
     kind, sender = header["kind"], header["sender"]
+    if kind in ROLLOUT_KINDS:
+        raise WireError(
+            f"a {kind} message belongs to the on-policy loop: decode it with rslkit.realworld.wire_rollout."
+        )
     if kind == "transitions":
         return _decode_transitions(header, payload, schema)
     if kind == "weights":
@@ -500,3 +515,13 @@ def _decode_transitions(header: dict[str, Any], payload: memoryview, schema: Tra
     fields = ("action", "reward", "done", "truncated", "episode", "step", "policy_version", "intervention")
     batch = TransitionBatch(obs=groups["obs"], next_obs=groups["next_obs"], **{f: arrays[f] for f in fields})
     return Transitions(header["sender"], arrays["seq"], batch, schema)
+
+
+# ---------------------------------------------------------------------------------------------------- for other codecs
+# The on-policy loop's messages (rslkit.realworld.wire_rollout) share the frame and the checks of this module.
+unframe = _unframe
+load_arrays = _load_arrays
+check_int = _int
+check_fields = _fields
+check_array = _check_array
+check_array_names = _names

@@ -30,8 +30,10 @@ def test_help_of_every_command(command: str, capsys: pytest.CaptureFixture[str])
 
 def test_bad_input_is_refused_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main(["learner", "--task", "pendulum", "--algo", "ppo"])
-    assert "trains sac" in capsys.readouterr().err
+        main(["learner", "--task", "pendulum", "--num_envs", "4"])
+    assert "are for --algo ppo / reinflow" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="pass --pretrained CKPT"):
+        main(["learner", "--task", "pendulum", "--algo", "reinflow"])
     with pytest.raises(ValueError, match="Bad value for 'learner.publish'"):
         main(["learner", "--task", "pendulum", "--learner.publish", "pickle"])
     with pytest.raises(ValueError, match="Unknown config field 'actor.max_episode'"):
