@@ -13,6 +13,7 @@ the actor's (:class:`~rslkit.realworld.actor_config.ActorCfg`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -231,6 +233,22 @@ def _latest_learner_run(args: argparse.Namespace) -> Path:
     return runs[-1]
 
 
+@contextlib.contextmanager
+def _stopping_on_signals(on_signal: Callable[[], None], what: str) -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM print ``what`` and call ``on_signal`` (the previous handlers return)."""
+
+    def stop(signum: int, _frame: Any) -> None:
+        print(f"{signal.Signals(signum).name}: {what}", flush=True)
+        on_signal()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1))
@@ -305,17 +323,14 @@ def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
         reward_fn=_reward_fn(cfg.reward), owed_updates=_owed_updates(runner.cfg), seed=seed,
     )  # fmt: skip
 
-    def stop(signum: int, _frame: Any) -> None:
-        print(f"{signal.Signals(signum).name}: the actor stops after this tick", flush=True)
+    def stop() -> None:
         actor.stop_requested = True
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     print(f"Actor {args.actor_id} on {args.task}, learner {args.target}; spool {spool.directory}", flush=True)
     try:
-        summary = actor.run().to_json()
+        with _stopping_on_signals(stop, "the actor stops after this tick"):
+            summary = actor.run().to_json()
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         client.close()
         spool.close()
     stats = getattr(env, "stats", None)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from rslkit.cli.realworld import (
     _new_run_dir,
     _split,
     _stop,
+    _stopping_on_signals,
     _token,
     _wait_for_port,
     _write_json,
@@ -45,7 +45,7 @@ from rslkit.utils.python_command import python_command
 from rslkit.utils.validation import validate
 
 ALGOS = ("ppo", "reinflow")
-LEARNERS = {"ppo": PPOLearner, "reinflow": ReinFlowLearner}
+LEARNERS: dict[str, type[PPOLearner] | type[ReinFlowLearner]] = {"ppo": PPOLearner, "reinflow": ReinFlowLearner}
 
 
 def run(args: argparse.Namespace, overrides: list[str]) -> Any:
@@ -155,18 +155,15 @@ def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     )  # fmt: skip
     actor = OnPolicyActor(codec, client, cfg, seed=seed)
 
-    def stop(signum: int, _frame: Any) -> None:
-        print(f"{signal.Signals(signum).name}: the actor stops after this rollout", flush=True)
+    def stop() -> None:
         actor.stop_requested = True
         client.interrupt()
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     print(f"Actor {args.actor_id} ({args.algo}) on {args.task} x {num_envs} envs, learner {args.target}", flush=True)
     try:
-        summary = actor.run().to_json()
+        with _stopping_on_signals(stop, "the actor stops after this rollout"):
+            summary = actor.run().to_json()
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         client.close()
     if args.actor_dir:
         Path(args.actor_dir).mkdir(parents=True, exist_ok=True)

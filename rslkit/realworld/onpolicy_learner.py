@@ -64,7 +64,19 @@ class RolloutLearner:
     interrupted: bool
     _stop_requested: bool
 
-    def _setup(self, learner_cfg: OnPolicyLearnerCfg | None) -> None:
+    def __init__(
+        self,
+        env: Any,
+        cfg: PPORunnerCfg | ReinFlowRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+        *,
+        learner_cfg: OnPolicyLearnerCfg | None = None,
+    ) -> None:
+        """The runner after this mixin in the class (PPO's or ReinFlow's) is built first, then the learner's state."""
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)  # type: ignore[call-arg]
         self.learner_cfg = learner_cfg or OnPolicyLearnerCfg()
         validate(self.learner_cfg, "learner")
         c = self.learner_cfg
@@ -299,8 +311,10 @@ class RolloutLearner:
         n = len(staleness)
         return {f"Staleness/frac_{s}": staleness.count(s) / n for s in range(self.learner_cfg.max_staleness + 1)}
 
-    def _realworld_state(self) -> dict[str, Any]:
-        return {"realworld": {"onpolicy_learner_cfg": to_dict(self.learner_cfg)}}
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """The runner's checkpoint plus this learner's settings."""
+        state: dict[str, Any] = super()._checkpoint_state()  # type: ignore[misc]
+        return state | {"realworld": {"onpolicy_learner_cfg": to_dict(self.learner_cfg)}}
 
 
 class PPOLearner(RolloutLearner, OnPolicyRunner):
@@ -314,41 +328,10 @@ class PPOLearner(RolloutLearner, OnPolicyRunner):
         other args: as :class:`~rslkit.runners.OnPolicyRunner`.
     """
 
-    def __init__(
-        self,
-        env: Any,
-        cfg: PPORunnerCfg,
-        log_dir: str | Path | None = None,
-        device: str | torch.device = "cpu",
-        dist_info: DistInfo | None = None,
-        run_info: dict[str, Any] | None = None,
-        *,
-        learner_cfg: OnPolicyLearnerCfg | None = None,
-    ) -> None:
-        OnPolicyRunner.__init__(self, env, cfg, log_dir, device, dist_info, run_info)
-        self._setup(learner_cfg)
-
-    def _checkpoint_state(self) -> dict[str, Any]:
-        return OnPolicyRunner._checkpoint_state(self) | self._realworld_state()
-
 
 class ReinFlowLearner(RolloutLearner, ReinFlowRunner):
     """Asynchronous ReinFlow: actors send whole noisy chains, so the learner's recomputed log-likelihood of a fresh
     decision equals the actor's (the first ratio is 1). Built and used like :class:`PPOLearner`."""
-
-    def __init__(
-        self,
-        env: Any,
-        cfg: ReinFlowRunnerCfg,
-        log_dir: str | Path | None = None,
-        device: str | torch.device = "cpu",
-        dist_info: DistInfo | None = None,
-        run_info: dict[str, Any] | None = None,
-        *,
-        learner_cfg: OnPolicyLearnerCfg | None = None,
-    ) -> None:
-        ReinFlowRunner.__init__(self, env, cfg, log_dir, device, dist_info, run_info)
-        self._setup(learner_cfg)
 
     def _update(self) -> dict[str, float]:
         """Critic only for the first ``critic_warmup_iterations`` (the policy version stays), then both."""
@@ -356,6 +339,3 @@ class ReinFlowLearner(RolloutLearner, ReinFlowRunner):
 
     def _learning_rate(self) -> float:
         return float(self.cfg.algorithm.actor_lr)
-
-    def _checkpoint_state(self) -> dict[str, Any]:
-        return ReinFlowRunner._checkpoint_state(self) | self._realworld_state()

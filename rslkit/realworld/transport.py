@@ -165,3 +165,26 @@ def server_keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
         ("grpc.http2.max_ping_strikes", 0),
         ("grpc.so_reuseport", 0),  # a second learner on a port in use fails to bind instead of sharing it
     ]
+
+
+def actor_call_metadata(
+    target: str, actor_id: str, token: str | None, tls: ClientTLS | None, allow_insecure_remote: bool
+) -> tuple[tuple[str, str], ...]:
+    """The metadata of an actor's stream to ``target``, after refusing plain text off loopback.
+
+    Raises:
+        ValueError: ``target`` is not loopback, ``tls`` is None and ``allow_insecure_remote`` is False.
+    """
+    require_tls_off_loopback(
+        target, tls is not None, allow_insecure_remote, f"connect to {target}", "Pass tls=ClientTLS.from_files(ca)"
+    )
+    auth = ((AUTH_KEY, bearer(token)),) if token else ()
+    return ((ACTOR_ID_KEY, actor_id),) + auth
+
+
+def actor_channel(target: str, tls: ClientTLS | None, max_message_bytes: int, keepalive_s: float) -> grpc.Channel:
+    """A channel from an actor to the learner at ``target`` with the wire's size limits and keepalives."""
+    options = message_options(max_message_bytes) + keepalive_options(keepalive_s)
+    if tls is None:
+        return grpc.insecure_channel(target, options=options)
+    return grpc.secure_channel(target, tls.credentials(), options=options + tls.options())

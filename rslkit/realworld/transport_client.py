@@ -210,16 +210,11 @@ class ActorClient:
         allow_insecure_remote: bool = False,
         seed: int | None = None,
     ) -> None:
-        transport.require_tls_off_loopback(
-            target, tls is not None, allow_insecure_remote, f"connect to {target}", "Pass tls=ClientTLS.from_files(ca)"
-        )
+        self._metadata = transport.actor_call_metadata(target, actor_id, token, tls, allow_insecure_remote)
         if wire.check_name(actor_id, "actor_id") != spool.actor_id:
             raise ValueError(f"actor_id {actor_id!r} is not the spool's actor id {spool.actor_id!r}.")
         self.target, self.actor_id, self.spool, self.tls = target, actor_id, spool, tls
         self.config = config or ClientConfig()
-        self._metadata = ((transport.ACTOR_ID_KEY, actor_id),) + (
-            ((transport.AUTH_KEY, transport.bearer(token)),) if token else ()
-        )
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -325,12 +320,7 @@ class ActorClient:
             self._stop.wait(self.config.backoff.delay(attempt, self._rng))
 
     def _channel(self) -> grpc.Channel:
-        options = transport.message_options(self.config.max_message_bytes) + transport.keepalive_options(
-            self.config.keepalive_s
-        )
-        if self.tls is None:
-            return grpc.insecure_channel(self.target, options=options)
-        return grpc.secure_channel(self.target, self.tls.credentials(), options=options + self.tls.options())
+        return transport.actor_channel(self.target, self.tls, self.config.max_message_bytes, self.config.keepalive_s)
 
     def _session(self) -> bool:
         """One stream, from open to end; whether the learner answered on it."""
