@@ -141,5 +141,7 @@ def test_actor_misses_no_tick_while_the_learner_is_stopped(tmp_path: Path) -> No
         lrn.wait(120)
     summary = json.loads((actor_dir / "summary.json").read_text())
     assert summary["robot"]["ticks"] == 250
-    assert summary["robot"]["missed_ticks"] == 0, summary["robot"]
+    # A loop that waited on the stalled stream would miss ~100 ticks (2 s at 50 Hz); allow the odd tick that a
+    # loaded 2-core machine's scheduler makes late by more than 10 ms.
+    assert summary["robot"]["missed_ticks"] <= 2, summary["robot"]
     assert summary["unacked"] == 0  # caught up once the learner came back
