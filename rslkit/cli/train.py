@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> Any:
     share_one_malloc_arena()  # before torch starts its OpenMP threads (see rslkit.utils.allocator)
     parser = make_parser("Train a policy on a registered task.")
     parser.add_argument("--task", required=True, help="task name (see below), gym:<EnvId> or package.module:attribute")
-    parser.add_argument("--algo", default="ppo", help="algorithm: ppo, sac, flow-bc, reinflow (default: ppo)")
+    parser.add_argument(
+        "--algo", default="ppo", help="algorithm: ppo, sac, flow-bc, reinflow, vla-bc, vla-reinflow (default: ppo)"
+    )
     parser.add_argument("--num_envs", type=int, help="number of parallel envs")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default 0, or the resumed run's)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
@@ -37,8 +39,10 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument("--run_name", default="", help="suffix of the run directory name")
     parser.add_argument("--resume", action="store_true", help="continue a run exactly where it stopped")
     parser.add_argument("--checkpoint", help="checkpoint to resume (with --resume) or to initialize from")
-    parser.add_argument("--dataset", help="demonstrations (LeRobotDataset v3.0 directory) for --algo flow-bc")
-    parser.add_argument("--pretrained", help="flow-bc checkpoint to fine-tune with --algo reinflow")
+    parser.add_argument("--dataset", help="demonstrations (LeRobotDataset v3.0 directory) for --algo flow-bc or vla-bc")
+    parser.add_argument(
+        "--pretrained", help="checkpoint to fine-tune: flow-bc with --algo reinflow, vla-bc with --algo vla-reinflow"
+    )
     parser.add_argument(
         "--threads", type=int, help="torch intra-op CPU threads (default: torch's; 1 is fastest for small nets)"
     )

@@ -15,6 +15,13 @@ match (``ThreadedInference(workers=n)``: several model replicas or accelerators,
 transport). Results are merged as they arrive; one that arrives after a newer request's chunk is dropped
 (``EngineStats.superseded``). A VLASH request rolls the state forward through the planned timeline, which does not
 yet hold the chunks still in flight.
+
+Observations are whatever the policy takes: one array, or a ``{group: array}`` mapping such as a VLA policy's state,
+uint8 ``camera_<name>`` images and instruction (text or embedding). VLASH future state rolls only the state forward
+(:class:`~rslkit.deploy.future_state.FutureStateConditioner`); images and the instruction go to the policy as
+observed. ``validate`` (e.g. :meth:`OnnxPolicy.check_inputs <rslkit.deploy.onnx_policy.OnnxPolicy.check_inputs>`)
+checks each observation on the control thread before it is requested, so a missing camera or a wrong image size
+raises there, at the tick that observed it, rather than as a failed chunk later.
 """
 
 from __future__ import annotations
@@ -153,6 +160,8 @@ class AsyncChunkEngine:
             (``ValueError``, at construction and at each request) a delay of more ticks than the policy was trained
             with.
         tick_hook: called after each tick with ``(tick, action or None)`` (simulators advance here).
+        validate: called with each observation before it is requested (on the control thread); raises
+            ``ValueError`` for one the policy cannot take (None: no check).
     """
 
     def __init__(
@@ -163,6 +172,7 @@ class AsyncChunkEngine:
         cfg: AsyncEngineCfg | None = None,
         conditioner: FutureStateConditioner | None = None,
         tick_hook: Callable[[int, np.ndarray | None], None] | None = None,
+        validate: Callable[[Any], None] | None = None,
     ) -> None:
         self.cfg = cfg = cfg or AsyncEngineCfg()
         if cfg.rate_hz <= 0:
@@ -172,7 +182,7 @@ class AsyncChunkEngine:
         if cfg.max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {cfg.max_in_flight}.")
         self.robot, self.inference, self.clock = robot, inference, clock
-        self.conditioner, self.tick_hook = conditioner, tick_hook
+        self.conditioner, self.tick_hook, self.validate = conditioner, tick_hook, validate
         self.period = 1.0 / cfg.rate_hz
         self.timeline = ActionTimeline(cfg.merge, cfg.blend_weight, cfg.ensemble_m)
         self.latency = LatencyEstimator(cfg.initial_latency_s, cfg.latency_warmup, cfg.latency_quantile)
@@ -212,6 +222,8 @@ class AsyncChunkEngine:
         self.stats.stale_actions += self.timeline.merge(chunk, start, tick, result.request.request_id)
 
     def _request(self, obs: Any, tick: int) -> None:
+        if self.validate is not None:
+            self.validate(obs)
         d = self.latency.delay_ticks(self.period)
         start = tick + d if self.cfg.chunk_start == "delay" and not self.cfg.sync else tick
         if self.conditioner is not None and start > tick:
@@ -249,6 +261,7 @@ class AsyncChunkEngine:
 
         Raises:
             RuntimeError: when inference failed.
+            ValueError: when ``validate`` refuses the observation to be requested (the tick's action was sent).
         """
         while (result := self.inference.poll()) is not None:
             self._merge(result, tick)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,19 @@ import onnx
 import torch
 import torch.nn as nn
 
+from rslkit.data.lerobot_meta import read_tasks
 from rslkit.deploy.graphs import FlowChunkGraph, PPORecurrentGraph, PPOStepGraph, SACStepGraph, VLAChunkGraph
+from rslkit.deploy.instructions import InstructionTable, write_instructions
 from rslkit.deploy.metadata import PolicyMetadata, write_metadata
 from rslkit.envs.vec_env import control_period
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.normalizer import EmpiricalNormalization
 from rslkit.models.sac_networks import SACModel
+from rslkit.models.text_encoder import MINILM, SentenceEncoder
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.recipes import load_run
+from rslkit.runners.base import BaseRunner
 
 DEFAULT_OPSET = 17
 
@@ -40,6 +45,8 @@ class ExportPlan:
     example_inputs: tuple[torch.Tensor, ...]
     dynamic_axes: dict[str, dict[int, str]]
     metadata: PolicyMetadata
+    instructions: InstructionTable | None = field(default=None)
+    """VLA policies: instruction text -> embedding, stored beside the metadata (None: no table)."""
 
 
 def _group_dims(normalizers: nn.ModuleDict, groups: list[str], first_in: int, obs_dims: dict[str, int] | None):
@@ -77,6 +84,7 @@ def plan_export(
     control_rate_hz: float | None = None,
     num_flow_steps: int | None = None,
     names: dict[str, Any] | None = None,
+    instructions: InstructionTable | Mapping[str, Any] | None = None,
 ) -> ExportPlan:
     """Wrap ``policy`` (ActorCritic, SACModel, FlowPolicy or VLAPolicy) for export, with batch-1 example inputs.
 
@@ -88,9 +96,13 @@ def plan_export(
         control_rate_hz: env steps per second for the metadata.
         num_flow_steps: Euler steps ``K`` to unroll (flow policies; default the policy's own).
         names: ``action_names`` / ``joint_names`` / ``obs_names`` for the metadata (see :func:`env_names`).
+        instructions: VLA policies: instruction text -> raw sentence embedding ``[E]`` (or an
+            :class:`~rslkit.deploy.instructions.InstructionTable`), stored in the model so that a robot without
+            torch can pass the text.
 
     Raises:
-        ValueError: for an unsupported policy type or missing sizes.
+        ValueError: for an unsupported policy type, missing sizes, or instructions for a policy without language
+            input or of the wrong embedding size.
     """
     policy.eval()
 
@@ -177,7 +189,13 @@ def plan_export(
             axes["future_state"] = {0: "batch"}
         return ExportPlan(graph, tuple(flow_examples), axes, meta)
     if isinstance(policy, VLAPolicy):
-        return _plan_vla(policy, num_flow_steps, metadata)
+        plan = _plan_vla(policy, num_flow_steps, metadata)
+        plan.instructions = _instruction_table(policy, instructions)
+        if plan.instructions is not None and plan.metadata.instruction is not None:
+            plan.metadata.instruction["texts"] = plan.instructions.texts  # the table itself: INSTRUCTIONS_KEY
+        return plan
+    if instructions:
+        raise ValueError(f"Only VLA policies take instructions; this is a {type(policy).__name__}.")
     raise ValueError(
         f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy, VLAPolicy."
     )
@@ -213,6 +231,22 @@ def _plan_vla(policy: VLAPolicy, num_flow_steps: int | None, metadata: Any) -> E
     return ExportPlan(graph, tuple(examples), axes, meta)
 
 
+def _instruction_table(
+    policy: VLAPolicy, instructions: InstructionTable | Mapping[str, Any] | None
+) -> InstructionTable | None:
+    if not instructions:
+        return None
+    if policy.cfg.language_dim == 0:
+        raise ValueError("This VLA policy takes no instruction (language_dim 0); export it without instructions.")
+    table = instructions if isinstance(instructions, InstructionTable) else InstructionTable(instructions)
+    if table.dim != policy.cfg.language_dim:
+        raise ValueError(
+            f"The instruction embeddings have {table.dim} values but the policy takes {policy.cfg.language_dim} "
+            "(language_dim): embed them with the text encoder the policy was trained with."
+        )
+    return table
+
+
 def export_plan(plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
     """Trace ``plan.module`` with the TorchScript-based exporter, attach the metadata, check and save to ``out``.
 
@@ -236,6 +270,8 @@ def export_plan(plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET) -
         )
         model = onnx.load(str(Path(tmp) / "graph.onnx"))
     write_metadata(model, plan.metadata)
+    if plan.instructions is not None:
+        write_instructions(model, plan.instructions)
     onnx.checker.check_model(model)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -251,15 +287,23 @@ def export_policy(policy: nn.Module, out: str | Path, algorithm: str, **kwargs: 
     return plan.metadata
 
 
-def load_checkpoint_policy(checkpoint: str | Path, task: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
+def load_checkpoint_policy(
+    checkpoint: str | Path, task: str | None = None, instructions: Sequence[str] = ()
+) -> tuple[nn.Module, dict[str, Any]]:
     """Rebuild the run of a checkpoint with one env (:func:`rslkit.recipes.load_run`) and return its policy.
 
+    Args:
+        checkpoint: the checkpoint file or run directory.
+        task: the task name, when the checkpoint lacks it.
+        instructions: VLA runs: instructions to embed beside the training ones (:func:`vla_instructions`).
+
     Returns:
-        ``(policy, info)`` with ``info`` keys ``algorithm``, ``task``, ``control_rate_hz``, ``obs_dims`` and the
-        env's names (:func:`env_names`).
+        ``(policy, info)`` with ``info`` keys ``algorithm``, ``task``, ``control_rate_hz``, ``obs_dims``, the
+        env's names (:func:`env_names`) and, for VLA runs, ``instructions`` (an :class:`InstructionTable`).
 
     Raises:
-        ValueError: when the checkpoint names no task and none is given, or the task differs.
+        ValueError: when the checkpoint names no task and none is given, or the task differs; ``instructions`` for
+            a policy without language input; see :func:`vla_instructions`.
     """
     env, runner, saved = load_run(checkpoint, num_envs=1, device="cpu", task=task)
     period = control_period(env)
@@ -271,9 +315,55 @@ def load_checkpoint_policy(checkpoint: str | Path, task: str | None = None) -> t
         "obs_dims": {k: int(obs[k].shape[-1]) for k in obs.keys() if obs[k].dim() == 2},
     }
     info.update(env_names(env))
-    if saved["algorithm"] == "reinflow":
+    if saved["algorithm"] in ("reinflow", "vla-reinflow"):
         info["num_flow_steps"] = int(runner.alg.chain.num_steps)
-    return runner.policy, info
+    policy = runner.policy
+    if isinstance(policy, VLAPolicy) and policy.cfg.language_dim > 0:
+        info["instructions"] = vla_instructions(runner, policy.cfg.language_dim, instructions)
+    elif instructions:
+        raise ValueError(
+            f"--instructions is for VLA policies that read language; this checkpoint is {saved['algorithm']}."
+        )
+    return policy, info
+
+
+def training_instructions(runner: BaseRunner) -> list[str]:
+    """The instructions a VLA run (vla-bc, or a run fine-tuning one) was trained and evaluated on: the env's
+    ``instructions``, the run's ``agent.instruction`` and its dataset's tasks (``agent.dataset``, when the directory
+    is still there), without duplicates."""
+    texts = [str(t) for t in getattr(runner.env, "instructions", None) or []]
+    instruction = getattr(runner.cfg, "instruction", "")
+    if instruction:
+        texts.append(str(instruction))
+    dataset = getattr(runner.cfg, "dataset", "")
+    if dataset and (Path(dataset) / "meta").is_dir():
+        texts += read_tasks(Path(dataset))
+    return list(dict.fromkeys(texts))
+
+
+def vla_instructions(runner: BaseRunner, language_dim: int, extra: Sequence[str] = ()) -> InstructionTable:
+    """The training instructions (:func:`training_instructions`) and ``extra`` embedded with the run's text
+    encoder (``agent.text_encoder``; MiniLM when the run names none), as the runner embeds them; ``language_dim``
+    (the policy's) is checked against the encoder's size.
+
+    Raises:
+        ValueError: when there is no instruction at all (pass some with ``--instructions``), or the encoder's size
+            is not the policy's ``language_dim``.
+    """
+    texts = list(dict.fromkeys([*training_instructions(runner), *(str(t) for t in extra)]))
+    if not texts:
+        raise ValueError(
+            "The run names no instruction (no env.instructions, agent.instruction or dataset tasks); pass the "
+            'instructions the robot will be given: --instructions "TEXT" ...'
+        )
+    name = str(getattr(runner.cfg, "text_encoder", "") or MINILM)
+    encoder = SentenceEncoder(name)
+    if encoder.dim != language_dim:
+        raise ValueError(
+            f"The text encoder {name!r} embeds into {encoder.dim} dimensions but the policy reads {language_dim}; "
+            "the run's agent.text_encoder must be the encoder it was trained with."
+        )
+    return InstructionTable(dict(zip(texts, encoder.encode(texts).numpy())), name)
 
 
 def env_names(env: Any) -> dict[str, Any]:
@@ -307,9 +397,15 @@ def export_checkpoint(
     task: str | None = None,
     num_flow_steps: int | None = None,
     opset: int = DEFAULT_OPSET,
+    instructions: Sequence[str] = (),
 ) -> PolicyMetadata:
-    """Export the deployable policy of an rslkit checkpoint (any algorithm of the runner registry) to ``out``."""
-    policy, info = load_checkpoint_policy(checkpoint, task)
+    """Export the deployable policy of an rslkit checkpoint (any algorithm of the runner registry) to ``out``.
+
+    VLA runs also store an instruction table (the training instructions and ``instructions``, embedded with the
+    run's text encoder) in the model; read it back with :attr:`OnnxPolicy.instructions
+    <rslkit.deploy.onnx_policy.OnnxPolicy.instructions>`.
+    """
+    policy, info = load_checkpoint_policy(checkpoint, task, instructions)
     return export_policy(
         policy,
         out,
@@ -320,4 +416,5 @@ def export_checkpoint(
         num_flow_steps=info.get("num_flow_steps") if num_flow_steps is None else num_flow_steps,
         names={k: info[k] for k in ("action_names", "joint_names", "obs_names") if k in info},
         opset=opset,
+        instructions=info.get("instructions"),
     )

@@ -66,7 +66,9 @@ class PolicyMetadata:
     instruction: dict[str, Any] | None = None
     """VLA policies: how the instruction enters the graph, ``{"group": "instruction", "input": "embedding",
     "dim": E}``: a float32 ``[B, E]`` sentence embedding computed outside the graph with the encoder the policy
-    was trained with. None: the policy takes no language."""
+    was trained with; ``"texts"``: the instructions whose embeddings the model stores (``metadata_props`` key
+    ``rslkit.instructions``, :mod:`rslkit.deploy.instructions`), when it has a table. None: the policy takes no
+    language."""
     format_version: int = FORMAT_VERSION
 
     @property

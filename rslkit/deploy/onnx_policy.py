@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from rslkit.deploy.future_state import ConditionedObservation
+from rslkit.deploy.instructions import ADD_HINT, InstructionTable, read_instructions
 from rslkit.deploy.metadata import PolicyMetadata, read_metadata
 
 
@@ -31,7 +32,8 @@ class OnnxPolicy:
     """An rslkit ONNX policy (from :mod:`rslkit.deploy.export`) in an ONNX Runtime CPU session.
 
     Call with observations (a ``{group: array [B, D_g]}`` mapping, or one array when the policy reads one group;
-    an unbatched ``[D_g]`` sample gives an unbatched result). Returns ``actions [B, A]`` for step and recurrent
+    an unbatched ``[D_g]`` sample gives an unbatched result; a VLA policy's instruction may be its text, looked up
+    in the table stored at export, :attr:`instructions`). Returns ``actions [B, A]`` for step and recurrent
     policies and ``chunk [B, Ta, A]`` for chunk policies. Recurrent policies carry their state from call to call;
     :meth:`reset` zeroes it for new episodes.
 
@@ -70,6 +72,8 @@ class OnnxPolicy:
             ) from err
         props = self.session.get_modelmeta().custom_metadata_map
         self.meta: PolicyMetadata = read_metadata(props, f"'{path}'")
+        self.instructions: InstructionTable | None = read_instructions(props)
+        """Instruction text -> embedding table stored at export (VLA policies; None: pass embeddings)."""
         self.check_outputs = check_outputs
         self.rng = np.random.default_rng(seed)
         self._state: dict[str, np.ndarray] | None = None
@@ -105,6 +109,31 @@ class OnnxPolicy:
         """Current recurrent state ``{name: [L, B, H]}`` (None before the first call or after :meth:`reset`)."""
         return self._state
 
+    @property
+    def instruction_group(self) -> str | None:
+        """The observation group of the instruction embedding (None: the policy takes no language)."""
+        return str(self.meta.instruction["group"]) if self.meta.instruction else None
+
+    @property
+    def camera_groups(self) -> list[str]:
+        """The uint8 image groups (``camera_<name>``, ``[H, W, 3]`` RGB), in graph order."""
+        return [g for g in self.meta.group_names if self.meta.obs_dtypes.get(g) == "uint8"]
+
+    def instruction_embedding(self, text: str) -> np.ndarray:
+        """The stored embedding ``float32 [E]`` of instruction ``text``.
+
+        Raises:
+            ValueError: the policy takes no instruction, was exported without a table, or does not know ``text``
+                (the message lists the known instructions and how to add one).
+        """
+        if self.instruction_group is None:
+            raise ValueError("This policy takes no instruction.")
+        if self.instructions is None:
+            raise ValueError(
+                f"This policy was exported without an instruction table, so it cannot look up {text!r}; {ADD_HINT}."
+            )
+        return self.instructions.lookup(text)
+
     # ------------------------------------------------------------------ validation
     def _array(
         self, name: str, value: Any, per_sample: list[int], batch: int | None, dtype: str = "float32"
@@ -129,7 +158,7 @@ class OnnxPolicy:
             )
         if batch is not None and arr.shape[0] != batch:
             raise ValueError(f"Input '{name}' has batch {arr.shape[0]}, other inputs have {batch}.")
-        if not np.isfinite(arr).all():
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             bad = sorted({int(i) for i in np.argwhere(~np.isfinite(arr.reshape(arr.shape[0], -1)))[:, 0]})
             raise ValueError(
                 f"Input '{name}' has non-finite values (NaN/inf) in batch rows {bad[:10]}; fix the source."
@@ -144,15 +173,41 @@ class OnnxPolicy:
             obs = {next(iter(groups)): obs}
         missing = [g for g in groups if g not in obs]
         if missing:
-            raise ValueError(f"Missing observation groups {missing}; this policy reads {list(groups)}.")
+            hint = ""
+            if self.instruction_group in missing:
+                known = f" (one of {self.instructions.texts})" if self.instructions is not None else ""
+                hint = f" Give '{self.instruction_group}' as the instruction text{known} or its embedding float32 [E]."
+            raise ValueError(f"Missing observation groups {missing}; this policy reads {list(groups)}.{hint}")
         feeds: dict[str, np.ndarray] = {}
         batch: int | None = None
         unbatched = False
         for g in self.meta.group_names:
-            feeds[g], unbatched = self._array(g, obs[g], groups[g], batch, self.meta.obs_dtypes.get(g, "float32"))
+            value = self._embed_text(obs[g]) if g == self.instruction_group else obs[g]
+            feeds[g], unbatched = self._array(g, value, groups[g], batch, self.meta.obs_dtypes.get(g, "float32"))
             batch = feeds[g].shape[0]
         assert batch is not None
         return feeds, batch, unbatched
+
+    def _embed_text(self, value: Any) -> Any:
+        """An instruction given as text (``str``, or a sequence of them for a batch) -> its stored embedding(s)."""
+        if isinstance(value, str):
+            return self.instruction_embedding(value)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+            return np.stack([self.instruction_embedding(v) for v in value])
+        if isinstance(value, np.ndarray) and value.dtype.kind == "U":
+            return np.stack([self.instruction_embedding(str(v)) for v in value.reshape(-1)]).reshape(*value.shape, -1)
+        return value
+
+    def check_inputs(self, obs: Mapping[str, Any] | Any) -> None:
+        """Validate an observation as :meth:`__call__` would (groups, shapes, dtypes, finite values, known
+        instruction) without running the policy; the async engine calls it on the control thread.
+
+        Raises:
+            ValueError: naming the input and what to do.
+        """
+        if isinstance(obs, ConditionedObservation):
+            obs = obs.obs
+        self._feeds(obs)
 
     def _check(self, name: str, value: np.ndarray) -> None:
         if self.check_outputs and not np.isfinite(value).all():
@@ -165,7 +220,9 @@ class OnnxPolicy:
         """Actions ``[B, A]`` (step, recurrent) or chunk ``[B, Ta, A]`` (chunk) for ``obs``.
 
         Args:
-            obs: ``{group: float32 [B, D_g]}`` (or one array for single-group policies), or a
+            obs: ``{group: float32 [B, D_g]}`` (or one array for single-group policies; VLA policies: also uint8
+                ``camera_<name> [B, H, W, 3]`` and ``instruction`` as the text, a list of texts, or the embedding
+                ``float32 [B, E]``), or a
                 :class:`~rslkit.deploy.future_state.ConditionedObservation` (observation, rolled-forward state and
                 its offset, as the async engine's ``FutureStateConditioner.for_policy`` makes them).
             noise: chunk policies only: initial flow noise ``float32 [B, Ta, A]``; drawn from ``N(0, I)`` with the
@@ -174,7 +231,8 @@ class OnnxPolicy:
                 when the chunk starts; the observed state (offset 0) when omitted.
 
         Raises:
-            ValueError: for missing groups, wrong shapes or dtypes, non-finite values, a batch size that differs
+            ValueError: for missing groups, wrong shapes or dtypes, non-finite values, an unknown instruction text,
+                a batch size that differs
                 from the recurrent state's (call :meth:`reset`), ``noise`` for a non-chunk policy, ``future_state``
                 for a policy without that input, or an offset beyond the policy's trained range.
         """

@@ -10,6 +10,7 @@ from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg
+from rslkit.runners.vla_reinflow_runner import VLAReinFlowRunner, VLAReinFlowRunnerCfg
 from rslkit.runners.vla_runner import VLABCRunnerCfg, VLAPretrainRunner
 
 ALGORITHMS: dict[str, tuple[type, Any]] = {
@@ -18,6 +19,7 @@ ALGORITHMS: dict[str, tuple[type, Any]] = {
     "flow-bc": (FlowBCRunnerCfg, PretrainRunner),
     "reinflow": (ReinFlowRunnerCfg, ReinFlowRunner),
     "vla-bc": (VLABCRunnerCfg, VLAPretrainRunner),
+    "vla-reinflow": (VLAReinFlowRunnerCfg, VLAReinFlowRunner),
 }
 """Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``."""

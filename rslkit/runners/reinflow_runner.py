@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from tensordict import TensorDict
@@ -31,14 +32,13 @@ from rslkit.utils.validation import expect
 
 
 @dataclass
-class ReinFlowRunnerCfg(RunCfg):
-    """ReinFlow fine-tuning run. CLI: ``--agent.<field>`` (``train.py --pretrained PATH`` sets ``pretrained``)."""
+class ChainRunCfg(RunCfg):
+    """The fields of every ReinFlow fine-tuning run (state-only flow or VLA policy). CLI: ``--agent.<field>``."""
 
     pretrained: str = ""
-    """flow-bc checkpoint to fine-tune; its policy settings replace ``policy`` and its EMA weights are the start."""
+    """Behaviour-cloning checkpoint to fine-tune; its policy settings replace ``policy`` and its EMA weights are the
+    start (``train.py --pretrained PATH``)."""
     algorithm: ReinFlowCfg = field(default_factory=ReinFlowCfg)
-    policy: FlowPolicyCfg = field(default_factory=FlowPolicyCfg)
-    """Filled from the pretrained checkpoint (kept so a ReinFlow checkpoint rebuilds without it)."""
     num_steps_per_env: int = 25
     """Decisions (action chunks) per env and iteration."""
     max_iterations: int = 100
@@ -53,6 +53,15 @@ class ReinFlowRunnerCfg(RunCfg):
         expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
+
+
+@dataclass
+class ReinFlowRunnerCfg(ChainRunCfg):
+    """ReinFlow fine-tuning run of a flow-bc policy. CLI: ``--agent.<field>`` (``train.py --pretrained PATH`` sets
+    ``pretrained``, a flow-bc checkpoint)."""
+
+    policy: FlowPolicyCfg = field(default_factory=FlowPolicyCfg)
+    """Filled from the pretrained checkpoint (kept so a ReinFlow checkpoint rebuilds without it)."""
 
 
 def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyCfg, dict]:
@@ -70,93 +79,42 @@ def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyC
     return from_dict(FlowPolicyCfg, data["agent_cfg"]["policy"]), data["alg"]["ema"]["model"]
 
 
-class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
-    """Fine-tunes a flow policy with ReinFlow (same interface as :class:`~rslkit.runners.OnPolicyRunner`).
+ChainCfgT = TypeVar("ChainCfgT", bound=ChainRunCfg)
+
+
+class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
+    """The ReinFlow loop, shared by the state-only (:class:`ReinFlowRunner`) and the VLA fine-tuning runner:
+    rollouts of decisions, critic warm-up, PPO epochs, periodic evaluation, self-contained checkpoints.
 
     Rollouts run in an :class:`~rslkit.envs.action_chunk.ActionChunkWrapper` (one decision = ``Ta`` env steps);
     episode statistics are per env step. Checkpoints are self-contained (they hold the pretrained reference and
     store ``pretrained = ""`` in their config, with the origin under ``pretrained_from``), so ``play.py`` and
-    ``--resume`` need no flow-bc file.
-
-    Args:
-        env: the per-step environment.
-        cfg: run config.
-        log_dir: run directory; None for no files.
-        device: training device.
-        dist_info: ReinFlow runs in one process.
-        run_info: extra checkpoint entries (task name, env config).
+    ``--resume`` need no behaviour-cloning file. A subclass builds the policy and calls :meth:`_set_algorithm`.
     """
 
-    algorithm_name = "reinflow"
+    pretrained_algorithm: str
+    """The behaviour-cloning algorithm whose checkpoints this runner fine-tunes (for error messages)."""
 
-    def __init__(
-        self,
-        env: VecEnv,
-        cfg: ReinFlowRunnerCfg,
-        log_dir: str | Path | None = None,
-        device: str | torch.device = "cpu",
-        dist_info: DistInfo | None = None,
-        run_info: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        self._pretrained_from = cfg.pretrained
-        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
-        weights = None
-        if cfg.pretrained:
-            cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
-        obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
-        policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)
-        if weights is not None:
-            try:
-                policy.load_state_dict(weights)
-            except RuntimeError as err:
-                detail = " ".join(str(err).split()[:40])
-                raise ValueError(
-                    f"--pretrained '{cfg.pretrained}' does not fit this env (observation/action sizes differ); "
-                    f"pretrain on the same --task. Details: {detail}"
-                ) from None
-        self.initialized = weights is not None
+    def _set_algorithm(self, alg: ReinFlow, obs: TensorDict, initialized: bool) -> None:
+        """Take ``alg`` (its chain's horizon sets the chunked env) and start the loop's state."""
+        self.alg = alg
+        self.initialized = initialized
         """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
-        self.chunk_env = ActionChunkWrapper(env, cfg.policy.horizon, cfg.algorithm.gamma)
-        obs = env.get_observations().to(self.device)
-        chain = make_chain(policy, cfg.algorithm)
-        self.alg = ReinFlow(chain, cfg.algorithm, cfg.num_steps_per_env, obs, cfg.policy.obs_group, self.device)
-        self.stats = EpisodeStats(env.num_envs, self.device)
+        self.chunk_env = ActionChunkWrapper(self.env, alg.chain.horizon, self.cfg.algorithm.gamma)
+        self.stats = EpisodeStats(self.env.num_envs, self.device)
         self.total_env_steps = 0
         self._executor: ChunkExecutor | None = None
         self._obs = obs
         """The observation the next rollout starts from (fetched again when :meth:`learn` starts)."""
 
-    @property
-    def policy(self) -> FlowPolicy:
-        """The flow policy being fine-tuned (deployed with the deterministic ODE)."""
-        return self.alg.chain.policy
-
-    # ------------------------------------------------------------------ inference
-    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
-        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
-        policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
-        return self._executor
+    def _actor_obs(self, obs: TensorDict) -> TensorDict:
+        """The observation the actor acts on (the env's; the VLA runner adds the instruction embedding)."""
+        return obs
 
     def reset_inference(self, dones: torch.Tensor | None) -> None:
         """Start a new chunk for envs whose episode ended."""
         if self._executor is not None:
             self._executor.reset(dones)
-
-    def evaluate(self) -> dict[str, float]:
-        """One deterministic episode per env, then a fresh start for training (the env is reset when it can be)."""
-        returns, lengths = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
-        if hasattr(self.env, "reset"):
-            with torch.inference_mode():  # the env's state tensors were created under inference mode
-                self.env.reset()
-        self.stats.returns.zero_()
-        self.stats.lengths.zero_()
-        return {
-            "Eval/mean_return": float(returns.mean()),
-            "Eval/std_return": float(returns.std()),
-            "Eval/mean_episode_length": float(lengths.mean()),
-        }
 
     # ------------------------------------------------------------------ training loop
     def learn(self, num_iterations: int | None = None) -> dict[str, float]:
@@ -169,9 +127,10 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
             The metrics of the last iteration.
         """
         if not self.initialized:
+            pre = self.pretrained_algorithm
             raise ValueError(
-                "ReinFlow fine-tunes a pretrained flow policy: pass --pretrained PATH (a flow-bc checkpoint), "
-                "--agent.pretrained PATH, or resume a reinflow run."
+                f"{self.algorithm_name} fine-tunes a pretrained policy: pass --pretrained PATH (a {pre} checkpoint), "
+                f"--agent.pretrained PATH, or resume a {self.algorithm_name} run."
             )
         return super().learn(num_iterations)
 
@@ -184,7 +143,7 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         env_log = EnvLogMeans()
         with torch.inference_mode():
             for _ in range(self.cfg.num_steps_per_env):
-                chunk = self.alg.act(obs)
+                chunk = self.alg.act(self._actor_obs(obs))
                 obs, rewards, dones, extras = self.chunk_env.step(chunk.to(self.env.device))
                 obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                 if self.cfg.check_for_nan:
@@ -203,7 +162,7 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         self.total_env_steps += steps
         metrics = update_metrics(losses)
         metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
-        metrics["Policy/mean_std"] = self.alg.mean_sigma(obs)
+        metrics["Policy/mean_std"] = self.alg.mean_sigma(self._actor_obs(obs))
         metrics["Policy/actor_updated"] = float(update_actor)
         metrics.update(self.stats.summary())
         metrics.update(env_log.metrics())
@@ -217,6 +176,18 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         if last or (interval > 0 and self.iteration % interval == 0):
             metrics.update(self.evaluate())
             self._obs = self.env.get_observations().to(self.device)
+
+    @abstractmethod
+    def evaluate(self) -> dict[str, float]:
+        """Deterministic evaluation (``Eval/*`` metrics); leaves the env freshly reset for training."""
+
+    def _reset_after_evaluation(self) -> None:
+        """A fresh start for training after an evaluation (the env is reset when it can be)."""
+        if hasattr(self.env, "reset"):
+            with torch.inference_mode():  # the env's state tensors were created under inference mode
+                self.env.reset()
+        self.stats.returns.zero_()
+        self.stats.lengths.zero_()
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_state(self) -> dict[str, Any]:
@@ -233,15 +204,20 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         }
 
     def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a reinflow checkpoint, or with ``weights_only`` take its actor (chain) and critic weights.
+        """Resume from a checkpoint of this runner, or with ``weights_only`` take its actor (chain) and critic
+        weights.
 
         Raises:
             ValueError: for a checkpoint of another algorithm or an incompatible network.
         """
-        data = load_checkpoint(path, self.device)
-        if data.get("algorithm") != self.algorithm_name:
-            hint = " (pass a flow-bc checkpoint as --pretrained)" if data.get("algorithm") == "flow-bc" else ""
-            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by reinflow{hint}.")
+        return self._load_data(load_checkpoint(path, self.device), path, weights_only)
+
+    def _load_data(self, data: dict[str, Any], path: str | Path, weights_only: bool) -> dict[str, Any]:
+        name = self.algorithm_name
+        if data.get("algorithm") != name:
+            pre = self.pretrained_algorithm
+            hint = f" (pass a {pre} checkpoint as --pretrained)" if data.get("algorithm") == pre else ""
+            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by {name}{hint}.")
         try:
             if weights_only:
                 self._load_weights(data["alg"])
@@ -269,3 +245,75 @@ class ReinFlowRunner(BaseRunner[ReinFlowRunnerCfg, ReinFlow]):
         self.total_env_steps = data.get("total_env_steps", 0)
         self._pretrained_from = str(data.get("pretrained_from", ""))  # a resumed run keeps its origin
         restore_run_state(data, self.env, self.stats)
+
+
+class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
+    """Fine-tunes a flow policy with ReinFlow (same interface as :class:`~rslkit.runners.OnPolicyRunner`); the loop
+    and checkpoints are :class:`ChainRunnerBase`'s.
+
+    Args:
+        env: the per-step environment.
+        cfg: run config.
+        log_dir: run directory; None for no files.
+        device: training device.
+        dist_info: ReinFlow runs in one process.
+        run_info: extra checkpoint entries (task name, env config).
+    """
+
+    algorithm_name = "reinflow"
+    pretrained_algorithm = PretrainRunner.algorithm_name
+
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: ReinFlowRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
+        self._pretrained_from = cfg.pretrained
+        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
+        weights = None
+        if cfg.pretrained:
+            cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
+        obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
+        policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)
+        if weights is not None:
+            try:
+                policy.load_state_dict(weights)
+            except RuntimeError as err:
+                detail = " ".join(str(err).split()[:40])
+                raise ValueError(
+                    f"--pretrained '{cfg.pretrained}' does not fit this env (observation/action sizes differ); "
+                    f"pretrain on the same --task. Details: {detail}"
+                ) from None
+        obs = env.get_observations().to(self.device)
+        chain = make_chain(policy, cfg.algorithm)
+        alg = ReinFlow(chain, cfg.algorithm, cfg.num_steps_per_env, obs, cfg.policy.obs_group, self.device)
+        self._set_algorithm(alg, obs, initialized=weights is not None)
+
+    @property
+    def policy(self) -> FlowPolicy:
+        """The flow policy being fine-tuned (deployed with the deterministic ODE)."""
+        policy = self.alg.chain.policy
+        assert isinstance(policy, FlowPolicy)
+        return policy
+
+    # ------------------------------------------------------------------ inference
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
+        policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
+        return self._executor
+
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env, then a fresh start for training (the env is reset when it can be)."""
+        returns, lengths = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
+        self._reset_after_evaluation()
+        return {
+            "Eval/mean_return": float(returns.mean()),
+            "Eval/std_return": float(returns.std()),
+            "Eval/mean_episode_length": float(lengths.mean()),
+        }

@@ -30,15 +30,13 @@ from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.episode_stats import EpisodeStats
+from rslkit.runners.instructed_env import GOAL_GROUP, run_instructed_episodes
 from rslkit.runners.pretrain_runner import policy_obs_dim
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
-
-GOAL_GROUP = "goal"
-"""Observation group of each env's instruction index (into ``env.instructions``)."""
 
 
 @dataclass
@@ -209,40 +207,17 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
         if self._executor is not None:
             self._executor.reset(dones)
 
-    @torch.inference_mode()
     def evaluate(self) -> dict[str, float]:
-        """One deterministic episode per env: ``Eval/mean_return``, ``Eval/success_rate`` and, for envs with
-        instructions, ``Eval/success/<instruction index>``."""
-        env = self.env
-        with torch.random.fork_rng():
-            if hasattr(env, "reset"):
-                env.reset()
-            policy = self.inference_policy()
-            self.reset_inference(None)
-            obs = env.get_observations()
-            n = env.num_envs
-            goal = obs[GOAL_GROUP].reshape(-1).long().cpu() if GOAL_GROUP in obs.keys() else torch.zeros(n).long()
-            returns, lengths = torch.zeros(n), torch.zeros(n)
-            success, done = torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
-            for _ in range(int(torch.as_tensor(env.max_episode_length).max()) + 1):
-                obs, rewards, dones, extras = env.step(policy(obs))
-                dones = dones.cpu().bool()
-                returns += rewards.cpu() * ~done
-                lengths += (~done).float()
-                success |= dones & ~done & extras.get("success", torch.zeros_like(dones)).cpu().bool()
-                done |= dones
-                self.reset_inference(dones)
-                if bool(done.all()):
-                    break
-        for buffer, values in ((self.stats.finished_returns, returns), (self.stats.finished_lengths, lengths),
-                               (self.stats.finished_success, success.float())):  # fmt: skip
+        """One deterministic episode per env: ``Eval/mean_return``, ``Eval/mean_episode_length``,
+        ``Eval/success_rate`` and, for envs with instructions, ``Eval/success/<instruction index>``."""
+        episodes = run_instructed_episodes(self.env, self.inference_policy(), self.reset_inference)
+        for buffer, values in ((self.stats.finished_returns, episodes.returns),
+                               (self.stats.finished_lengths, episodes.lengths),
+                               (self.stats.finished_success, episodes.success.float())):  # fmt: skip
             buffer.clear()
             buffer.extend(values.tolist())
-        self.stats.num_finished += n
-        out = {"Eval/mean_return": float(returns.mean()), "Eval/success_rate": float(success.float().mean())}
-        for g in goal.unique().tolist():
-            out[f"Eval/success/{g}"] = float(success[goal == g].float().mean())
-        return out
+        self.stats.num_finished += self.env.num_envs
+        return episodes.metrics()
 
     # ------------------------------------------------------------------ training loop
     def _start_learning(self) -> None:

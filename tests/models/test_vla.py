@@ -154,6 +154,14 @@ def test_bad_input_is_refused_with_what_to_do():
         ({"cameras": ("front", "front")}, "cameras"),
         ({"image_size": (4, 4)}, "image_size"),
         ({"token_grid": 3}, "token_grid"),  # a 4x4 feature map pooled to 3x3 (no ONNX export)
+        ({"backbone": "vit"}, "backbone"),
+        ({"backbone": "hf-vision"}, "backbone_path"),  # a pretrained backbone needs a model directory
+        ({"backbone_trainable": "last:0"}, "backbone_trainable"),
+        ({"backbone_trainable": "partial"}, "backbone_trainable"),
+        ({"backbone_layers": -1}, "backbone_layers"),
+        ({"backbone_reduce": "max"}, "backbone_reduce"),
+        ({"lora_rank": 0}, "lora_rank"),
+        ({"lora_dropout": 1.0}, "lora_dropout"),
     ],
 )
 def test_bad_architecture_is_refused_naming_the_field(kw, field):

@@ -29,6 +29,8 @@ SMALL = {
     "flow-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16",
                 "--agent.policy.hidden_dim", "16", "--agent.policy.num_blocks", "1"],
     "reinflow": ["--agent.num_steps_per_env", "4"],
+    "vla-reinflow": ["--agent.num_steps_per_env", "2", "--env.camera_width", "16", "--env.camera_height", "16",
+                     "--agent.algorithm.critic_hidden_dims", "16", "--agent.algorithm.noise_hidden_dims", "16"],
     "vla-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16", "--env.camera_width", "16",
                "--env.camera_height", "16", "--agent.policy.image_size", "16,16", "--agent.policy.cnn_channels", "8,16",
                "--agent.policy.token_grid", "2", "--agent.policy.d_model", "16",
@@ -55,6 +57,8 @@ def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) 
         fields["dataset"] = str(_expert_demonstrations(task, root))
     if algo == "reinflow":
         fields["pretrained"] = str(runs.get((task, "flow-bc")) or _train(task, "flow-bc", root, runs))
+    if algo == "vla-reinflow":
+        fields["pretrained"] = str(runs.get((task, "vla-bc")) or _train(task, "vla-bc", root, runs))
     log_dir = root / f"{task}-{algo}"
     _, runner = build_run(
         task, algo, _small(task, algo), num_envs=2, max_iterations=2, agent_fields=fields, log_dir=log_dir

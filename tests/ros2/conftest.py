@@ -11,11 +11,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 REQUIRED = os.environ.get("RSLKIT_ROS_TESTS") == "1"
+ROOT = Path(__file__).resolve().parents[2]
+MAIN_PYTHON = ROOT / ".venv" / "bin" / "python"
+"""The training venv (torch): it exports the VLA policy the node runs."""
 HAVE_RCLPY = importlib.util.find_spec("rclpy") is not None
 
 if not HAVE_RCLPY:
@@ -62,3 +66,22 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # 3 joints, chunk of 8, observation joint_pos + joint_vel (6)
         "chunk3": chunk_policy(d / "chunk3.onnx", 6, 3, 8, hidden=(32,), control_rate_hz=200.0, seed=2),
     }
+
+
+@pytest.fixture(scope="session")
+def vla_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny VLA policy exported by rslkit (``export_vla.py``, run with the main venv: the ROS venv has no torch)."""
+    if not MAIN_PYTHON.exists():
+        message = f"The VLA node tests export their policy with {MAIN_PYTHON}; run `make .venv/.installed` first."
+        if REQUIRED:
+            raise RuntimeError(message)
+        pytest.skip(message)
+    out = tmp_path_factory.mktemp("vla") / "vla.onnx"
+    # without the ROS wheels' library path: the main venv loads its own libraries
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "_ROS_WHEELS_BOOTSTRAP_COMPLETE")}
+    script = Path(__file__).with_name("export_vla.py")
+    done = subprocess.run([str(MAIN_PYTHON), str(script), str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"Exporting the VLA test policy failed:\n{done.stdout}\n{done.stderr}")
+    return out

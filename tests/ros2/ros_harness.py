@@ -16,8 +16,8 @@ import numpy as np
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 StateFn = Callable[[int], tuple[Sequence[float], Sequence[float]]]
@@ -69,7 +69,9 @@ class Robot:
     """A scripted robot: publishes joint states, records the node's commands with their arrival times.
 
     Args:
-        command_kind: also publish commands of this type (``Float64MultiArray``) on ``command_topic``.
+        command_topic: also publish ``Float64MultiArray`` commands on this topic.
+        image_topics: also publish ``sensor_msgs/Image`` camera images on these topics.
+        instruction_topic: also publish ``std_msgs/String`` instructions on this topic.
     """
 
     def __init__(
@@ -77,6 +79,8 @@ class Robot:
         array_topic: str = "joint_commands",
         trajectory_topic: str | None = None,
         command_topic: str | None = None,
+        image_topics: Sequence[str] = (),
+        instruction_topic: str | None = None,
     ) -> None:
         self.context = Context()
         rclpy.init(context=self.context)
@@ -86,6 +90,10 @@ class Robot:
         self.state_pub = self.node.create_publisher(JointState, "joint_states", 1000)
         self.command_pub = (
             self.node.create_publisher(Float64MultiArray, command_topic, 10) if command_topic is not None else None
+        )
+        self.image_pubs = {t: self.node.create_publisher(Image, t, 10) for t in image_topics}
+        self.instruction_pub = (
+            self.node.create_publisher(String, instruction_topic, 10) if instruction_topic is not None else None
         )
         self.commands: list[tuple[float, np.ndarray]] = []
         self.primed_commands: list[tuple[float, np.ndarray]] = []
@@ -117,8 +125,9 @@ class Robot:
 
         def matched() -> bool:
             subs_ok = all(s.get_publisher_count() >= 1 for s in self.subs)
-            cmd_ok = self.command_pub is None or self.command_pub.get_subscription_count() >= 1
-            return self.state_pub.get_subscription_count() >= 1 and subs_ok and cmd_ok
+            pubs = [p for p in (self.command_pub, self.instruction_pub, *self.image_pubs.values()) if p is not None]
+            pubs_ok = all(p.get_subscription_count() >= 1 for p in pubs)
+            return self.state_pub.get_subscription_count() >= 1 and subs_ok and pubs_ok
 
         if not self.spin_until(lambda: matched() or node.proc.poll() is not None, timeout) or not matched():
             raise RuntimeError(f"The policy node did not match within {timeout} s:\n{node.log()}")
@@ -152,6 +161,20 @@ class Robot:
         stamp_ns = stamp_ns or time.time_ns()
         msg.header.stamp.sec, msg.header.stamp.nanosec = stamp_ns // 10**9, stamp_ns % 10**9
         self.state_pub.publish(msg)
+
+    def publish_image(self, topic: str, rgb: np.ndarray, encoding: str = "bgr8") -> None:
+        """Send one ``uint8 [H, W, 3]`` RGB image as ``encoding`` (``rgb8`` or ``bgr8``), as a camera driver does."""
+        pixels = rgb[..., ::-1] if encoding == "bgr8" else rgb
+        height, width = rgb.shape[:2]
+        msg = Image(height=height, width=width, encoding=encoding, step=3 * width)
+        msg.data = np.ascontiguousarray(pixels).tobytes()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+        self.image_pubs[topic].publish(msg)
+
+    def publish_instruction(self, text: str) -> None:
+        """Send one instruction."""
+        assert self.instruction_pub is not None
+        self.instruction_pub.publish(String(data=text))
 
     def publish_command(self, values: Sequence[float]) -> None:
         """Send one command input."""

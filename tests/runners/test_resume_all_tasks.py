@@ -81,6 +81,17 @@ TINY: dict[str, list[str]] = {
         "--agent.num_steps_per_env=3",
         "--agent.eval_interval=1",
     ],
+    "vla-reinflow": [
+        "--env.camera_width=16",
+        "--env.camera_height=16",
+        "--agent.algorithm.critic_hidden_dims=16",
+        "--agent.algorithm.noise_hidden_dims=16",
+        "--agent.algorithm.num_mini_batches=2",
+        "--agent.algorithm.num_learning_epochs=1",
+        "--agent.algorithm.critic_warmup_iterations=1",
+        "--agent.num_steps_per_env=3",
+        "--agent.eval_interval=1",
+    ],
 }
 """Per algorithm: overrides that make an iteration take milliseconds (networks of 16, a few env steps)."""
 PAIRS = recipe_pairs()
@@ -134,8 +145,8 @@ def _camera_dataset(task: str, root: Path) -> str:
 
 
 def _agent_fields(task: str, algo: str, tmp: Path) -> dict[str, Any]:
-    """Inputs an algorithm needs besides the env: a dataset (flow-bc, vla-bc) or a pretrained flow-bc checkpoint
-    (reinflow)."""
+    """Inputs an algorithm needs besides the env: a dataset (flow-bc, vla-bc) or a pretrained flow-bc / vla-bc
+    checkpoint (reinflow, vla-reinflow)."""
     if algo == "flow-bc":
         return {"dataset": _dataset(task, tmp / "data")}
     if algo == "vla-bc":
@@ -154,6 +165,18 @@ def _agent_fields(task: str, algo: str, tmp: Path) -> dict[str, Any]:
         )
         bc.learn()
         return {"pretrained": str(tmp / "bc" / "model_1.pt")}
+    if algo == "vla-reinflow":
+        _, bc = build_run(
+            task,
+            "vla-bc",
+            _overrides(task, "vla-bc"),
+            num_envs=NUM_ENVS,
+            max_iterations=1,
+            agent_fields=_agent_fields(task, "vla-bc", tmp),
+            log_dir=tmp / "vla-bc",
+        )
+        bc.learn()
+        return {"pretrained": str(tmp / "vla-bc" / "model_1.pt")}
     return {}
 
 

@@ -66,7 +66,13 @@ class ActorMode:
         logger: Log | None = None,
     ) -> None:
         self.controller, self.submit, self.reward = controller, submit, reward
-        self.group = next(iter(controller.policy.meta.obs_groups))
+        groups = list(controller.policy.meta.obs_groups)
+        if len(groups) != 1:
+            raise ValueError(
+                f"Actor mode records one float observation group; this policy reads {groups} (camera images, an "
+                "instruction). Run it without --actor.learner."
+            )
+        self.group = groups[0]
         self.batch_steps, self.max_episode_steps = batch_steps, max_episode_steps
         self.version = version
         self.take_weights, self.report_version = take_weights, report_version

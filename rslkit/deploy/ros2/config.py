@@ -16,10 +16,11 @@ Trigger = Literal["state", "timer"]
 class ControllerCfg:
     """What the controller needs beyond the policy file.
 
-    The policy's observation vector is the concatenation of ``observation`` terms, each in ``joint_names`` order:
-    ``joint_pos`` (measured positions), ``joint_pos_rel`` (positions minus ``default_positions``), ``joint_vel``,
-    ``command`` (the latest command input, ``command_dim`` values) and ``last_action`` (the previous raw policy
-    action). The joint target of action ``a [J]`` is ``default_positions + action_scale * a``.
+    The policy's observation vector (its one float observation group; VLA policies also take camera images and an
+    instruction, which the controller adds) is the concatenation of ``observation`` terms, each in ``joint_names``
+    order: ``joint_pos`` (measured positions), ``joint_pos_rel`` (positions minus ``default_positions``),
+    ``joint_vel``, ``command`` (the latest command input, ``command_dim`` values) and ``last_action`` (the previous
+    raw policy action). The joint target of action ``a [J]`` is ``default_positions + action_scale * a``.
     """
 
     joint_names: list[str]
@@ -57,6 +58,11 @@ class ControllerCfg:
     future_state_mode: Literal["absolute", "delta"] = "absolute"
     """Chunk policies with a ``future_state`` input (VLASH offsets): the state when the chunk starts is the last
     pending action (``absolute`` targets) or the state plus their sum (``delta``)."""
+    image_timeout_s: float = 0.5
+    """Policies with camera inputs: hold when a camera's newest valid image is older than this."""
+    instruction: str = ""
+    """Policies with an instruction input: the instruction to follow, one of those stored at export (empty: wait
+    for one on the instruction topic, holding)."""
 
     def validate(self) -> None:
         """Check sizes and ranges.
@@ -73,6 +79,8 @@ class ControllerCfg:
             raise ValueError(f"rate_hz must be > 0, got {self.rate_hz}.")
         if self.state_timeout_s <= 0:
             raise ValueError(f"state_timeout_s must be > 0, got {self.state_timeout_s}.")
+        if self.image_timeout_s <= 0:
+            raise ValueError(f"image_timeout_s must be > 0, got {self.image_timeout_s}.")
         if self.command_dim < 0 or self.command_timeout_s < 0:
             raise ValueError("command_dim and command_timeout_s must be >= 0.")
         unknown = [t for t in self.observation if t not in OBSERVATION_TERMS]

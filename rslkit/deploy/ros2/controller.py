@@ -1,9 +1,10 @@
 """The transport-agnostic control loop: joint states and commands in, safe joint commands out.
 
 Events come from any transport (the rclpy node, a replayed MCAP file, a test) with their time on a monotonic
-clock in seconds. Per tick: check faults (latched policy failure, a bad or missing joint, a stale state), build
-the observation, run the policy (step and recurrent policies directly, chunk policies through the asynchronous
-chunk engine), map the action to joint targets, rate-limit and clamp. On any fault the output holds the last
+clock in seconds. Per tick: check faults (latched policy failure, a bad or missing joint, a stale state; for VLA
+policies also a missing, stale or wrong-sized camera image and a missing instruction), build the observation,
+run the policy (step and recurrent policies directly, chunk policies through the asynchronous chunk engine), map
+the action to joint targets, rate-limit and clamp. On any fault the output holds the last
 command (or, before the first command, the measured position) and the reason is logged once per fault.
 """
 
@@ -29,6 +30,7 @@ from rslkit.deploy.ros2.joint_map import JointReorder
 from rslkit.deploy.ros2.limits import CommandLimiter
 from rslkit.deploy.ros2.observation import ObservationBuilder
 from rslkit.deploy.ros2.tick_gate import TickGate
+from rslkit.deploy.ros2.vla_inputs import VLAInputs
 from rslkit.deploy.ros2.watchdog import Watchdog
 
 Status = Literal["run", "hold", "startup"]
@@ -73,10 +75,10 @@ class _EngineRobot:
     """The chunk engine's view of the controller: the current observation in, the planned action out."""
 
     def __init__(self) -> None:
-        self.obs: np.ndarray | None = None
+        self.obs: Any = None
         self.action: np.ndarray | None = None
 
-    def observe(self) -> np.ndarray | None:
+    def observe(self) -> Any:
         return self.obs
 
     def act(self, action: np.ndarray) -> None:
@@ -86,6 +88,7 @@ class _EngineRobot:
 SWAP_FIELDS = (
     "kind",
     "obs_groups",
+    "obs_dtypes",
     "action_dim",
     "input_names",
     "output_names",
@@ -109,7 +112,8 @@ class PolicyController:
     """Runs an :class:`~rslkit.deploy.onnx_policy.OnnxPolicy` on joint states with limits and a watchdog.
 
     Args:
-        policy: the exported policy (``step``, ``recurrent`` or ``chunk``; one observation group).
+        policy: the exported policy (``step``, ``recurrent`` or ``chunk``; one float observation group, and for VLA
+            policies uint8 camera groups and an instruction group, fed from :meth:`on_image` / the instruction).
         cfg: joints, observation terms, action mapping, limits and timing.
         logger: where fault and recovery messages go (default: this module's logger).
         clock: the chunk engine's clock (latency timestamps).
@@ -117,7 +121,8 @@ class PolicyController:
         observer: sees each observation before the policy and each output (None: nothing watches).
 
     Raises:
-        ValueError: when the policy does not fit the settings (groups, action size, observation size).
+        ValueError: when the policy does not fit the settings (groups, action size, observation size), or
+            ``cfg.instruction`` is not one the policy knows.
     """
 
     def __init__(
@@ -131,12 +136,16 @@ class PolicyController:
     ) -> None:
         cfg.validate()
         meta = policy.meta
-        if len(meta.obs_groups) != 1:
+        extra = {*policy.camera_groups, *([policy.instruction_group] if policy.instruction_group else [])}
+        state_groups = [g for g in meta.group_names if g not in extra]
+        if len(state_groups) != 1:
             raise ValueError(
-                f"The policy reads observation groups {list(meta.obs_groups)}; the controller feeds one group. "
-                "Export a policy with a single actor observation group."
+                f"The policy reads observation groups {list(meta.obs_groups)}; the controller feeds one float group "
+                "(plus camera images and an instruction for VLA policies). Export a policy with a single actor "
+                "observation group."
             )
-        self.obs_dim = int(np.prod(next(iter(meta.obs_groups.values()))))
+        self.state_group = state_groups[0]
+        self.obs_dim = int(np.prod(meta.obs_groups[self.state_group]))
         n = len(cfg.joint_names)
         if meta.action_dim != n:
             raise ValueError(
@@ -144,6 +153,8 @@ class PolicyController:
                 "per action, in the policy's order."
             )
         self.policy, self.cfg, self.observer = policy, cfg, observer
+        self.inputs = VLAInputs(policy, cfg.image_timeout_s, cfg.instruction) if extra else None
+        """Camera images and the instruction of a VLA policy (None: the policy reads the joint state only)."""
         self.log: Log = logger or logging.getLogger(__name__)
         self.clock = clock or MonotonicClock()
         self.inference_factory: InferenceFactory = inference_factory or functools.partial(
@@ -188,6 +199,34 @@ class PolicyController:
         return self._hold_source is not None
 
     # ------------------------------------------------------------------ inputs
+    def on_image(self, now: float, camera: str, encoding: str, height: int, width: int, step: int, data: Any) -> None:
+        """Take an image of ``camera`` (a ``sensor_msgs/Image``'s fields) received at ``now``; a wrong size or
+        encoding holds the robot until a valid image arrives (see :class:`~rslkit.deploy.ros2.vla_inputs.VLAInputs`).
+
+        Raises:
+            ValueError: when the policy reads no camera ``camera``.
+        """
+        if self.inputs is None or camera not in self.inputs.cameras:
+            cameras = self.inputs.cameras if self.inputs is not None else []
+            raise ValueError(f"The policy reads no camera '{camera}'; its cameras are {cameras}.")
+        self.inputs.on_image(now, camera, encoding, height, width, step, data)
+
+    def on_instruction(self, now: float, text: str) -> bool:
+        """Follow instruction ``text`` from the next inference on (planned actions still execute). An unknown one
+        is ignored (logged with the known ones, counted); returns whether it was taken."""
+        if self.inputs is None or not self.inputs.takes_instruction:
+            self._warn_once("instruction-none", "Ignoring an instruction: the policy takes none.")
+            self.counts["ignored_instructions"] += 1
+            return False
+        try:
+            self.inputs.set_instruction(text)
+        except ValueError as err:
+            self.log.warning(f"Ignoring the instruction: {err}")
+            self.counts["ignored_instructions"] += 1
+            return False
+        self.log.info(f"Instruction: {text!r}.")
+        return True
+
     def on_joint_state(
         self,
         now: float,
@@ -258,6 +297,9 @@ class PolicyController:
         stale = self.watchdog.fault(now)
         if stale:
             return self._hold(stale, "watchdog", source)
+        missing = self.inputs.fault(now) if self.inputs is not None else None
+        if missing is not None:
+            return self._hold(missing[1], missing[0], source)
         assert self.position is not None
         resuming = self._hold_source is not None
         if resuming:
@@ -266,13 +308,16 @@ class PolicyController:
         obs = self.builder(self.position, self.velocity, self._current_command(now), self.last_action)
         if self.observer is not None:
             self.observer.before_policy(now, obs)
+        policy_obs: Any = obs if self.inputs is None else {self.state_group: obs, **self.inputs.groups()}
         try:
             if resuming and self.is_chunk:  # the old plan was made for a state that no longer holds
                 self._stop_engine()
                 self._start_engine()
             elif resuming:
                 self.policy.reset()  # a recurrent policy's memory does not span the gap
-            action = self._chunk_action(obs) if self.is_chunk else np.asarray(self.policy(obs), np.float32)
+            action = (
+                self._chunk_action(policy_obs) if self.is_chunk else np.asarray(self.policy(policy_obs), np.float32)
+            )
         except (RuntimeError, ValueError) as err:  # inference failed, or a delay beyond the trained offsets
             return self._latch(f"policy failed: {err}", source)
         if action is None:
@@ -300,7 +345,11 @@ class PolicyController:
         mismatch = policy_mismatch(self.policy.meta, policy.meta)
         if mismatch:
             raise ValueError(f"Cannot swap in this policy: {mismatch}.")
+        if self.inputs is not None and self.inputs.instruction is not None:
+            policy.instruction_embedding(self.inputs.instruction)  # the new policy must know the current one
         self.policy = policy
+        if self.inputs is not None:
+            self.inputs.policy = policy
 
     # ------------------------------------------------------------------ pieces
     def _read_state(
@@ -368,7 +417,8 @@ class PolicyController:
 
     # ------------------------------------------------------------------ chunk engine
     def _chunk_fn(self, obs: Any) -> np.ndarray:
-        """``obs [D]`` (or a ``ConditionedObservation``) -> chunk ``[Ta, A]`` on the inference thread."""
+        """``obs [D]`` (a VLA policy's ``{group: input}``, or a ``ConditionedObservation``) -> chunk ``[Ta, A]`` on
+        the inference thread."""
         return np.asarray(self.policy(obs))
 
     def _start_engine(self) -> None:
@@ -382,9 +432,13 @@ class PolicyController:
         )
         conditioner = None
         if self.policy.meta.future_state_slice is not None:  # trained with VLASH offsets: feed the future state
-            conditioner = FutureStateConditioner.for_policy(self.policy.meta, self.cfg.future_state_mode)
+            group = self.state_group if self.inputs is not None else None  # VLA: {group: input} observations
+            conditioner = FutureStateConditioner.for_policy(self.policy.meta, self.cfg.future_state_mode, group)
         self._inference = self.inference_factory(self._chunk_fn, self.clock)
-        self._engine = AsyncChunkEngine(self._robot, self._inference, self.clock, engine_cfg, conditioner)
+        validate = (lambda obs: self.policy.check_inputs(obs)) if self.inputs is not None else None
+        self._engine = AsyncChunkEngine(
+            self._robot, self._inference, self.clock, engine_cfg, conditioner, validate=validate
+        )
         self._engine_tick = 0
 
     def _stop_engine(self) -> None:
@@ -393,7 +447,7 @@ class PolicyController:
             close()
         self._engine, self._inference = None, None
 
-    def _chunk_action(self, obs: np.ndarray) -> np.ndarray | None:
+    def _chunk_action(self, obs: Any) -> np.ndarray | None:
         assert self._engine is not None
         self._robot.obs, self._robot.action = obs, None
         action = self._engine.step(self._engine_tick)

@@ -18,9 +18,9 @@ from rclpy.duration import Duration as RosDuration
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.serialization import serialize_message
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float32, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -63,6 +63,10 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "chunk_in_flight": (1, "chunk policies: inference requests computed at once (a worker thread each)"),
     "chunk_worker_rt_priority": (0, "chunk policies: SCHED_FIFO priority of the inference workers; 0: inherited"),
     "future_state_mode": ("absolute", "chunk policies with a future_state input: 'absolute' or 'delta' actions"),
+    "camera_topics": (Parameter.Type.STRING_ARRAY, "VLA: 'name=topic' per camera (default camera/<name>/image_raw)"),
+    "image_timeout_s": (0.5, "VLA: hold when a camera's newest valid image is older than this"),
+    "instruction": ("", "VLA: the instruction to follow (one stored at export); empty: wait for the topic"),
+    "instruction_topic": ("instruction", "VLA: std_msgs/String instructions, looked up in the exported table"),
     "record_path": ("", "MCAP file recording inputs and outputs; empty: off"),
     "intra_op_threads": (1, "ONNX Runtime threads"),
 }
@@ -104,21 +108,33 @@ class PolicyNode(Node):
         self._t0_ns = time.monotonic_ns()
         self._wall0_ns = time.time_ns()
         self.topics = {k: str(p(k)) for k in ("joint_state_topic", "command_topic", "array_topic", "trajectory_topic")}
+        self.camera_topics = self._camera_topics(p("camera_topics"))
+        if self.camera_topics and str(p("record_path")):
+            raise ValueError(
+                "Recording a policy with camera inputs is not supported yet (images are not written to the MCAP "
+                "file, so a replay could not reproduce the run); leave record_path empty."
+            )
         self.recorder = self._make_recorder(str(p("record_path")))
         self._make_endpoints(str(p("state_reliability")), int(p("state_queue_depth")))
+        self._make_vla_endpoints(str(p("instruction_topic")))
         self.actor: RobotActor | None = None
         if actor is not None:  # imported only here: without the actor mode the node needs no grpc
             from rslkit.deploy.ros2.actor import RobotActor
 
             self.actor = RobotActor(actor, self.controller, self.get_logger(), int(p("intra_op_threads")))
             self._make_reward_endpoints(actor, self.actor)
-        chunking = ""
+        details = ""
         if self.policy.kind == "chunk":
             merge, in_flight = self.cfg.chunk_merge, self.cfg.chunk_in_flight
-            chunking = f", chunks merged by '{merge}' with {in_flight} request(s) in flight"
+            details = f", chunks merged by '{merge}' with {in_flight} request(s) in flight"
+        for camera, topic in self.camera_topics.items():
+            details += f", camera '{camera}' from '{topic}'"
+        inputs = self.controller.inputs
+        if inputs is not None and inputs.takes_instruction:
+            details += f", instruction {inputs.instruction!r} (topic '{p('instruction_topic')}')"
         self.get_logger().info(
             f"Policy '{path}' ({self.policy.kind}, {len(self.cfg.joint_names)} joints) at {self.cfg.rate_hz:g} Hz, "
-            f"trigger '{self.cfg.trigger}', observation {self.cfg.observation}{chunking}."
+            f"trigger '{self.cfg.trigger}', observation {self.cfg.observation}{details}."
         )
 
     # ------------------------------------------------------------------ set-up
@@ -169,7 +185,23 @@ class PolicyNode(Node):
             chunk_in_flight=int(p("chunk_in_flight")),
             chunk_worker_rt_priority=int(p("chunk_worker_rt_priority")) or None,
             future_state_mode=p("future_state_mode"),
+            image_timeout_s=float(p("image_timeout_s")),
+            instruction=str(p("instruction")),
         )
+
+    def _camera_topics(self, entries: list[str] | None) -> dict[str, str]:
+        """Camera name -> image topic for the policy's cameras (``name=topic`` entries override the defaults)."""
+        cameras = [g[len("camera_") :] for g in self.policy.camera_groups]
+        topics = {c: f"camera/{c}/image_raw" for c in cameras}
+        for entry in entries or []:
+            name, sep, topic = entry.partition("=")
+            if not sep or not topic or name not in topics:
+                raise ValueError(
+                    f"camera_topics entry '{entry}' must be 'name=topic' with name one of the policy's cameras "
+                    f"{cameras}."
+                )
+            topics[name] = topic
+        return topics
 
     def _make_recorder(self, path: str) -> McapRecorder | None:
         if not path:
@@ -209,6 +241,16 @@ class PolicyNode(Node):
         )
         self.timer = self.create_timer(1.0 / self.cfg.rate_hz, self._on_timer)
 
+    def _make_vla_endpoints(self, instruction_topic: str) -> None:
+        # sensor-data QoS (best effort, shallow): matches reliable and best-effort camera publishers alike
+        for camera, topic in self.camera_topics.items():
+            self.create_subscription(
+                Image, topic, lambda msg, cam=camera: self._on_image(cam, msg), qos_profile_sensor_data
+            )
+        inputs = self.controller.inputs
+        if inputs is not None and inputs.takes_instruction:
+            self.create_subscription(String, instruction_topic, self._on_instruction, 10)
+
     def _make_reward_endpoints(self, actor: ActorCfg, robot_actor: RobotActor) -> None:
         reward: Any = robot_actor.reward  # a TopicReward for the topic and json sources
         if actor.reward == "topic":
@@ -232,6 +274,14 @@ class PolicyNode(Node):
         self._record(self.topics["joint_state_topic"], "sensor_msgs/msg/JointState", msg, log_ns)
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._send(self.controller.on_joint_state(now, msg.name, msg.position, msg.velocity, stamp), log_ns)
+
+    def _on_image(self, camera: str, msg: Image) -> None:
+        now, _ = self._now()
+        self.controller.on_image(now, camera, msg.encoding, msg.height, msg.width, msg.step, msg.data)
+
+    def _on_instruction(self, msg: String) -> None:
+        now, _ = self._now()
+        self.controller.on_instruction(now, msg.data)
 
     def _on_command(self, msg: Any) -> None:
         now, log_ns = self._now()

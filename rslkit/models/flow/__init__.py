@@ -3,7 +3,7 @@
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.ema import EMA
 from rslkit.models.flow.noise_net import BoundedNoiseNet
-from rslkit.models.flow.noisy_chain import NoisyFlowChain
+from rslkit.models.flow.noisy_chain import ChainPolicy, NoisyFlowChain
 from rslkit.models.flow.objectives import rectified_flow_loss, shortcut_loss
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.models.flow.sampler import euler_sample, time_grid
@@ -12,6 +12,7 @@ from rslkit.models.flow.velocity_net import VelocityNet
 __all__ = [
     "EMA",
     "BoundedNoiseNet",
+    "ChainPolicy",
     "ChunkExecutor",
     "FlowPolicy",
     "FlowPolicyCfg",

@@ -10,17 +10,22 @@ so the log-likelihood of a whole chain is exact:
 
 The env executes ``a_K`` (clipped to ``[-1, 1]``, unnormalized); deployment drops the noise (the plain ODE at the
 same K). Sampling and :meth:`NoisyFlowChain.log_prob` share :func:`~rslkit.models.flow.sampler.time_grid`.
+
+The chain runs over any flow policy that implements :class:`ChainPolicy`: the state-only
+:class:`~rslkit.models.flow.FlowPolicy` (its context is the normalized observation) and the VLA policy
+(:class:`~rslkit.models.vla.VLAPolicy`: its context is the observation tokens, computed once per chain).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
 
+from rslkit.data.normalizer import MinMaxNormalizer
 from rslkit.models.flow.noise_net import BoundedNoiseNet
-from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.flow.sampler import time_grid
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -31,11 +36,49 @@ def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_var: torch.Tensor
     return -0.5 * ((x - mean) ** 2 * torch.exp(-log_var) + log_var + _LOG_2PI)
 
 
+class ChainPolicy(Protocol):
+    """What :class:`NoisyFlowChain` needs of a flow policy (an ``nn.Module``).
+
+    ``inputs`` are the policy's normalized inputs (a ``[B, D]`` tensor, or a TensorDict ``[B]`` of groups); the
+    *context* is what every Euler step is conditioned on, computed once per chain (``[B, ...]``).
+    """
+
+    obs_dim: int
+    """Size of the (state) observation the policy's ``obs_normalizer`` takes."""
+    horizon: int
+    action_dim: int
+    obs_normalizer: MinMaxNormalizer
+    action_normalizer: MinMaxNormalizer
+
+    @property
+    def noise_feature_dim(self) -> int:
+        """Size of :meth:`noise_features`."""
+        ...
+
+    def chain_context(self, inputs: Any) -> torch.Tensor:
+        """Context ``[B, ...]`` of normalized ``inputs``."""
+        ...
+
+    def chain_velocity(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, num_steps: int) -> torch.Tensor:
+        """``v(x [B, Ta, A], t [B], context [B, ...]) -> [B, Ta, A]`` in a chain of ``num_steps``."""
+        ...
+
+    def noise_features(self, context: torch.Tensor) -> torch.Tensor:
+        """``[B, noise_feature_dim]``: what the noise net reads of the context."""
+        ...
+
+    def sample_normalized(
+        self, inputs: Any, x0: torch.Tensor | None = None, num_steps: int | None = None
+    ) -> torch.Tensor:
+        """The deterministic Euler ODE from ``x0``: a normalized chunk ``[B, Ta, A]``."""
+        ...
+
+
 class NoisyFlowChain(nn.Module):
     """The stochastic K-step chain of a flow policy (the ReinFlow actor).
 
     Args:
-        policy: the flow policy whose velocity net is fine-tuned.
+        policy: the flow policy whose velocity net is fine-tuned (a :class:`ChainPolicy`).
         num_steps: ``K`` (also the number of steps of the deterministic deployment ODE).
         noise_net: learnable bounded noise (ReinFlow); None with ``fixed_sigma`` for a fixed-noise chain
             (DPPO-style baseline).
@@ -44,7 +87,7 @@ class NoisyFlowChain(nn.Module):
 
     def __init__(
         self,
-        policy: FlowPolicy,
+        policy: ChainPolicy,
         num_steps: int,
         noise_net: BoundedNoiseNet | None = None,
         fixed_sigma: float | None = None,
@@ -66,67 +109,79 @@ class NoisyFlowChain(nn.Module):
         """Numbers in one stored chain: ``(K + 1) * Ta * A``."""
         return (self.num_steps + 1) * self.horizon * self.action_dim
 
-    def transition(self, x: torch.Tensor, t: torch.Tensor, obs_n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean ``a_k + v / K`` and ``log sigma_k^2`` (both ``[B, Ta, A]``) of the step from ``x = a_k`` at ``t``."""
-        mean = x + self.policy.velocity(x, t, obs_n, self.num_steps) / self.num_steps
+    def transition(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean ``a_k + v / K`` and ``log sigma_k^2`` (both ``[B, Ta, A]``) of the step from ``x = a_k`` at ``t``,
+        given the policy's context (:meth:`ChainPolicy.chain_context`; the normalized observation of a
+        :class:`~rslkit.models.flow.FlowPolicy`)."""
+        mean = x + self.policy.chain_velocity(x, t, context, self.num_steps) / self.num_steps
         if self.noise_net is None:
             return mean, torch.full_like(mean, self.fixed_log_var)
-        return mean, self.noise_net.log_var(x, t, obs_n)
+        return mean, self.noise_net.log_var(x, t, self.policy.noise_features(context))
 
-    def sample(self, obs_n: torch.Tensor, deterministic: bool = False, x0: torch.Tensor | None = None) -> torch.Tensor:
+    def sample(self, inputs: Any, deterministic: bool = False, x0: torch.Tensor | None = None) -> torch.Tensor:
         """Run the chain.
 
         Args:
-            obs_n: ``[B, D]`` normalized observations.
+            inputs: the policy's normalized inputs (``[B, D]`` observations of a flow policy).
             deterministic: drop the noise (the plain Euler ODE of the policy).
             x0: ``[B, Ta, A]`` initial noise; drawn from ``N(0, I)`` if None.
 
         Returns:
             ``[B, K + 1, Ta, A]`` the whole chain ``a_0, ..., a_K`` (normalized action space).
         """
-        b = obs_n.shape[0]
-        x = torch.randn(b, self.horizon, self.action_dim, device=obs_n.device) if x0 is None else x0
+        context = self.policy.chain_context(inputs)
+        b = context.shape[0]
+        x = torch.randn(b, self.horizon, self.action_dim, device=context.device) if x0 is None else x0
         chain = [x]
-        for t in time_grid(self.num_steps, obs_n.device):
-            mean, log_var = self.transition(x, t.expand(b), obs_n)
+        for t in time_grid(self.num_steps, context.device):
+            mean, log_var = self.transition(x, t.expand(b), context)
             x = mean if deterministic else mean + torch.exp(0.5 * log_var) * torch.randn_like(mean)
             chain.append(x)
         return torch.stack(chain, dim=1)
 
-    def log_prob(self, obs_n: torch.Tensor, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transitions(self, inputs: Any, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Means and ``log sigma^2`` of all K steps of stored chains in one batched pass, on the time grid of
+        :meth:`sample`: both ``[B * K, Ta, A]``, row ``i * K + k`` the step ``a_k -> a_{k+1}`` of chain ``i``.
+
+        Raises:
+            ValueError: when the chains have another number of steps than this chain's K.
+        """
+        b, k1 = chain.shape[:2]
+        k = k1 - 1
+        if k != self.num_steps:
+            raise ValueError(f"Stored chains have {k} steps, this policy runs K = {self.num_steps}.")
+        context = self.policy.chain_context(inputs)
+        x = chain[:, :-1].reshape(b * k, self.horizon, self.action_dim)
+        t = time_grid(k, chain.device).repeat(b)
+        return self.transition(x, t, context.repeat_interleave(k, dim=0))
+
+    def log_prob(self, inputs: Any, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Exact log-likelihood of stored chains and the entropy of their Gaussian steps.
 
-        All K transitions are evaluated in one batched pass on the same time grid as :meth:`sample`.
-
         Args:
-            obs_n: ``[B, D]``.
+            inputs: the policy's normalized inputs (``[B, D]`` observations of a flow policy).
             chain: ``[B, K + 1, Ta, A]``.
 
         Returns:
             ``(log_prob [B], entropy [B])``: ``log N(a_0; 0, I) + sum_k log N(a_{k+1}; mu_k, sigma_k^2)`` summed
             over chain steps and dimensions, and ``sum_k H[N(mu_k, sigma_k^2)]``.
         """
-        b, k1 = chain.shape[:2]
-        k = k1 - 1
-        if k != self.num_steps:
-            raise ValueError(f"Stored chains have {k} steps, this policy runs K = {self.num_steps}.")
-        x = chain[:, :-1].reshape(b * k, self.horizon, self.action_dim)  # row i*K + k: step k of sample i
-        t = time_grid(k, chain.device).repeat(b)
-        mean, log_var = self.transition(x, t, obs_n.repeat_interleave(k, dim=0))
+        b = chain.shape[0]
+        mean, log_var = self.transitions(inputs, chain)
         steps = gaussian_log_prob(chain[:, 1:].reshape_as(mean), mean, log_var).view(b, -1).sum(-1)
         initial = gaussian_log_prob(chain[:, 0], torch.zeros_like(chain[:, 0]), torch.zeros_like(chain[:, 0]))
         entropy = (0.5 * (log_var + _LOG_2PI + 1.0)).view(b, -1).sum(-1)
         return initial.view(b, -1).sum(-1) + steps, entropy
 
-    def normalized_log_prob(self, obs_n: torch.Tensor, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def normalized_log_prob(self, inputs: Any, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`log_prob` and entropy divided by the number of Gaussian scalars: ``(K + 1) Ta A`` for the
         log-prob (chain steps incl. ``a_0``), ``K Ta A`` for the entropy. The PPO ratio of these per-dimension,
         per-step values is the geometric mean of the scalar ratios, which keeps it near 1 for long chains and
         makes ReinFlow's small clip range (0.01) meaningful."""
-        log_prob, entropy = self.log_prob(obs_n, chain)
+        log_prob, entropy = self.log_prob(inputs, chain)
         scalars = self.horizon * self.action_dim
         return log_prob / ((self.num_steps + 1) * scalars), entropy / (self.num_steps * scalars)
 
-    def deterministic_actions(self, obs_n: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+    def deterministic_actions(self, inputs: Any, x0: torch.Tensor) -> torch.Tensor:
         """Final sample ``a_K [B, Ta, A]`` of the noise-free chain from ``x0`` (differentiable; W2 regularizer)."""
-        return self.sample(obs_n, deterministic=True, x0=x0)[:, -1]
+        return self.sample(inputs, deterministic=True, x0=x0)[:, -1]

@@ -172,6 +172,24 @@ class FlowPolicy(nn.Module):
             d = torch.full_like(t, 1.0 / k)
         return self.net(x, t, self.conditioning(obs_n, future_n), d)
 
+    # ---------------------------------------------------------------- ReinFlow's noisy chain (ChainPolicy)
+    @property
+    def noise_feature_dim(self) -> int:
+        """Size of what ReinFlow's noise net reads: the normalized observation ``D``."""
+        return self.obs_dim
+
+    def chain_context(self, obs_n: torch.Tensor) -> torch.Tensor:
+        """The context of a noisy chain: the normalized observation ``[B, D]`` itself."""
+        return obs_n
+
+    def chain_velocity(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, num_steps: int) -> torch.Tensor:
+        """:meth:`velocity` at the observed state (no future-state offset)."""
+        return self.velocity(x, t, context, num_steps)
+
+    def noise_features(self, context: torch.Tensor) -> torch.Tensor:
+        """The noise net reads the normalized observation ``[B, D]``."""
+        return context
+
     def sample_normalized(
         self,
         obs_n: torch.Tensor,

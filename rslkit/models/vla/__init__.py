@@ -2,6 +2,7 @@
 
 from rslkit.models.vla.action_expert import ActionExpert, Attention, ExpertBlock
 from rslkit.models.vla.config import VLAPolicyCfg
+from rslkit.models.vla.hf_backbone import HFVisionTokenizer, VisionTower
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.models.vla.tokens import ImageTokenizer, ObservationTokenizer
 
@@ -10,8 +11,10 @@ __all__ = [
     "ActionExpert",
     "Attention",
     "ExpertBlock",
+    "HFVisionTokenizer",
     "ImageTokenizer",
     "ObservationTokenizer",
     "VLAPolicy",
     "VLAPolicyCfg",
+    "VisionTower",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rslkit.utils.validation import expect
+from rslkit.utils.validation import expect, finite
 
 
 @dataclass
@@ -14,7 +14,8 @@ class VLAPolicyCfg:
 
     CLI: ``--agent.policy.<field>``. Observation tokens: one for the state, one for the instruction (when
     ``language_dim > 0``) and ``token_grid**2`` per camera; the action expert attends to them from the noisy action
-    tokens (one per chunk step).
+    tokens (one per chunk step). The cameras are encoded by a small CNN trained from scratch (``backbone="cnn"``)
+    or by a pretrained ``transformers`` vision tower (``backbone="hf-vision"``, :mod:`rslkit.models.vla.hf_backbone`).
     """
 
     cameras: tuple[str, ...] = ()
@@ -44,6 +45,28 @@ class VLAPolicyCfg:
     """Causal self-attention over the action tokens (SmolVLA's expert): token ``i`` sees tokens ``<= i`` only."""
     objective: Literal["rectified_flow", "shortcut"] = "rectified_flow"
     """``shortcut`` conditions the expert on the step size ``d`` (Frans et al. 2024), as for state-only flows."""
+    backbone: Literal["cnn", "hf-vision"] = "cnn"
+    """Image encoder: ``cnn`` (``cnn_channels``, one per camera, from scratch) or ``hf-vision`` (the pretrained
+    vision tower at ``backbone_path``, shared by all cameras: SigLIP, or SmolVLM / Idefics3's vision model and
+    pixel-shuffle connector)."""
+    backbone_path: str = ""
+    """``hf-vision``: a local ``transformers`` model directory, or a hub name already in the local cache (never
+    downloaded)."""
+    backbone_layers: int = 0
+    """``hf-vision``: keep only the first N layers of the vision encoder (cheaper, earlier features); 0: all.
+    SmolVLA cuts its VLM's text decoder instead, which ``hf-vision`` does not run."""
+    backbone_trainable: str = "frozen"
+    """``hf-vision``: ``frozen`` (the pretrained weights never change), ``last:N`` (the last N kept layers, the final
+    norm and the connector train), ``lora`` (low-rank adapters on ``lora_targets``; needs ``peft``) or ``full``."""
+    backbone_reduce: Literal["pool", "shuffle"] = "pool"
+    """``hf-vision``: from the tower's patch grid to ``token_grid``: average pooling or pixel shuffle (stacking each
+    cell's patches into one token, SmolVLA's connector)."""
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    """LoRA scales its update by ``lora_alpha / lora_rank``."""
+    lora_dropout: float = 0.0
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj")
+    """Names of the ``nn.Linear`` modules of the vision tower that get LoRA adapters (SigLIP's attention)."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for an architecture that cannot be built."""
@@ -75,7 +98,9 @@ class VLAPolicyCfg:
             "cnn_channels",
             f"must be one or more integers >= 1, got {self.cnn_channels}",
         )
-        if len(size) == 2 and self.cnn_channels and isinstance(self.token_grid, int) and self.token_grid >= 1:
+        self._check_backbone()
+        cnn = self.backbone == "cnn"
+        if cnn and len(size) == 2 and self.cnn_channels and isinstance(self.token_grid, int) and self.token_grid >= 1:
             grid = [-(-s // 2 ** len(self.cnn_channels)) for s in size]  # stride-2 convolutions, padding 1
             expect(
                 all(g % self.token_grid == 0 for g in grid),
@@ -91,3 +116,50 @@ class VLAPolicyCfg:
             "objective",
             f"must be 'rectified_flow' or 'shortcut', got {self.objective!r}",
         )
+
+    def trainable_layers(self) -> int | None:
+        """N of ``backbone_trainable = "last:N"``; None for the other modes.
+
+        Raises:
+            ConfigError: ``backbone_trainable`` is not one of the modes.
+        """
+        mode = self.backbone_trainable
+        if mode in ("frozen", "lora", "full"):
+            return None
+        head, _, count = str(mode).partition(":")
+        expect(
+            head == "last" and count.isdigit() and int(count) >= 1,
+            "backbone_trainable",
+            f"must be 'frozen', 'last:N' (N >= 1), 'lora' or 'full', got {mode!r}",
+        )
+        return int(count)
+
+    def _check_backbone(self) -> None:
+        expect(
+            self.backbone in ("cnn", "hf-vision"), "backbone", f"must be 'cnn' or 'hf-vision', got {self.backbone!r}"
+        )
+        self.trainable_layers()
+        expect(
+            isinstance(self.backbone_layers, int) and self.backbone_layers >= 0,
+            "backbone_layers",
+            f"must be an integer >= 0 (0: all layers), got {self.backbone_layers}",
+        )
+        expect(
+            self.backbone_reduce in ("pool", "shuffle"),
+            "backbone_reduce",
+            f"must be 'pool' or 'shuffle', got {self.backbone_reduce!r}",
+        )
+        expect(
+            isinstance(self.lora_rank, int) and self.lora_rank >= 1, "lora_rank", f"must be >= 1, got {self.lora_rank}"
+        )
+        alpha = self.lora_alpha
+        expect(isinstance(alpha, int) and alpha >= 1, "lora_alpha", f"must be an integer >= 1, got {alpha}")
+        drop = self.lora_dropout
+        expect(finite(drop) and 0 <= drop < 1, "lora_dropout", f"must be in [0, 1), got {drop}")
+        expect(len(self.lora_targets) >= 1, "lora_targets", "must name at least one module (e.g. q_proj,v_proj)")
+        if self.backbone != "cnn":
+            expect(
+                bool(self.backbone_path),
+                "backbone_path",
+                f"must name a local transformers model directory (or a cached hub name) for backbone {self.backbone!r}",
+            )

@@ -173,6 +173,26 @@ class VLAPolicy(nn.Module):
             x0 = torch.randn(tokens.shape[0], self.horizon, self.action_dim, device=tokens.device)
         return euler_sample(lambda x, t: self.net(x, t, tokens, self._step(t, k)), x0, k)
 
+    # ---------------------------------------------------------------- ReinFlow's noisy chain (ChainPolicy)
+    @property
+    def noise_feature_dim(self) -> int:
+        """Size of what ReinFlow's noise net reads: the pooled observation tokens ``d_model``."""
+        return self.cfg.d_model
+
+    def chain_context(self, inputs: TensorDict) -> torch.Tensor:
+        """The context of a noisy chain: the observation tokens ``[B, L, d]`` of normalized ``inputs``, computed
+        once and shared by the chain's K steps (as in :meth:`sample_normalized`)."""
+        return self.conditioning(inputs)
+
+    def chain_velocity(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, num_steps: int) -> torch.Tensor:
+        """``v(x [B, Ta, A], t [B], tokens [B, L, d])``: the action expert on precomputed observation tokens."""
+        return self.net(x, t, context, self._step(t, num_steps))
+
+    def noise_features(self, context: torch.Tensor) -> torch.Tensor:
+        """Mean of the observation tokens ``[B, d]``, detached: the noise net sees what the expert attends to, but
+        its objective (entropy, exploration) does not reshape the image and language encoders."""
+        return context.mean(dim=1).detach()
+
     def act_chunk(
         self, obs: Mapping[str, torch.Tensor] | TensorDict, x0: torch.Tensor | None = None, num_steps: int | None = None
     ) -> torch.Tensor:

@@ -2,7 +2,8 @@
 
 Layout along the token axis, fixed by the config: ``[state, instruction (if any), camera 1 (G*G), camera 2 ...]``.
 Every slot adds a learned position embedding, so the expert can tell the state from the instruction and one
-camera's patch from another's.
+camera's patch from another's. Images are encoded by a small CNN per camera (:class:`ImageTokenizer`) or by one
+pretrained vision tower shared by all cameras (:class:`~rslkit.models.vla.hf_backbone.HFVisionTokenizer`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 
 from rslkit.models.vla.config import VLAPolicyCfg
+from rslkit.models.vla.hf_backbone import HFVisionTokenizer
 
 
 class ImageTokenizer(nn.Module):
@@ -46,7 +48,13 @@ class ObservationTokenizer(nn.Module):
         self.cameras = tuple(cfg.cameras)
         self.state = nn.Sequential(nn.Linear(state_dim, d), nn.GELU(), nn.Linear(d, d))
         self.language = nn.Linear(cfg.language_dim, d) if cfg.language_dim > 0 else None
-        self.images = nn.ModuleDict({c: ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d) for c in self.cameras})
+        cnn = cfg.backbone == "cnn" or not self.cameras
+        self.images = nn.ModuleDict(
+            {c: ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d) for c in self.cameras} if cnn else {}
+        )
+        """One CNN per camera (``backbone="cnn"``)."""
+        self.backbone = None if cnn else HFVisionTokenizer(cfg)
+        """The pretrained vision tower all cameras share (``backbone="hf-vision"``)."""
         self.tokens_per_camera = cfg.token_grid**2
         self.num_tokens = 1 + (self.language is not None) + len(self.cameras) * self.tokens_per_camera
         self.position = nn.Parameter(torch.randn(self.num_tokens, d) * 0.02)
@@ -73,5 +81,9 @@ class ObservationTokenizer(nn.Module):
             if language is None:
                 raise ValueError("This VLA policy reads an instruction embedding; pass one (the 'instruction' group).")
             parts.append(self.language(language).unsqueeze(1))
-        parts += [self.images[c](images[c]) for c in self.cameras]
+        if self.backbone is None:
+            parts += [self.images[c](images[c]) for c in self.cameras]
+        else:  # all cameras in one batch through the shared tower
+            tokens = self.backbone(torch.cat([images[c] for c in self.cameras]))  # [C*B, T, d], camera-major
+            parts.append(tokens.unflatten(0, (len(self.cameras), -1)).transpose(0, 1).flatten(1, 2))  # [B, C*T, d]
         return self.norm(torch.cat(parts, dim=1) + self.position)

@@ -1,0 +1,225 @@
+"""VLA ReinFlow runner: RL fine-tuning of a behaviour-cloned VLA policy in simulation (``--algo vla-reinflow``).
+
+It starts from a vla-bc checkpoint (``--pretrained PATH`` or ``--checkpoint PATH``), takes its policy settings,
+EMA weights, text encoder and instruction, and runs ReinFlow's loop (:class:`~rslkit.runners.reinflow_runner.
+ChainRunnerBase`) with :class:`~rslkit.algorithms.reinflow_vla.VLAReinFlow`: the actor sees the cameras, the
+instruction embedding and the proprioceptive state; the critic reads the simulator's privileged state group
+(``critic_group``). Evaluations report success per instruction. The env must render the policy's cameras at its
+image size (``--env.cameras``, ``--env.camera_width`` / ``--env.camera_height``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rslkit.algorithms.reinflow import make_chain
+from rslkit.algorithms.reinflow_vla import VLAReinFlow
+from rslkit.envs.camera_groups import camera_group
+from rslkit.envs.vec_env import VecEnv
+from rslkit.models.flow.chunk_executor import ChunkExecutor
+from rslkit.models.text_encoder import MINILM
+from rslkit.models.vla.config import VLAPolicyCfg
+from rslkit.models.vla.policy import VLAPolicy
+from rslkit.runners.instructed_env import EnvInstructions, evaluate_instructed
+from rslkit.runners.pretrain_runner import policy_obs_dim
+from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase
+from rslkit.runners.vla_runner import VLAPretrainRunner
+from rslkit.utils.checkpoint import load_checkpoint
+from rslkit.utils.config import from_dict
+from rslkit.utils.distributed import DistInfo
+from rslkit.utils.validation import expect
+
+
+@dataclass
+class VLAReinFlowRunnerCfg(ChainRunCfg):
+    """ReinFlow fine-tuning of a VLA policy. CLI: ``--agent.<field>`` (``train.py --pretrained PATH`` sets
+    ``pretrained``, a vla-bc checkpoint)."""
+
+    policy: VLAPolicyCfg = field(default_factory=lambda: VLAPolicyCfg(language_dim=384))
+    """Filled from the pretrained checkpoint (kept so a checkpoint of this run rebuilds without it). The chain's
+    ``K`` (``algorithm.num_inference_steps`` when set) becomes its ``num_inference_steps``: deployment runs the
+    fine-tuned K."""
+    critic_group: str = "policy"
+    """Observation group of the critic: privileged simulator state the deployed policy never reads (asymmetric
+    actor-critic; ``so101-pick-place``'s ``policy``: arm, cube and goal)."""
+    text_encoder: str = MINILM
+    """Sentence encoder of the instructions; filled from the pretrained checkpoint."""
+    instruction: str = ""
+    """The instruction of every env, for envs without ``instructions``; filled from the pretrained checkpoint when
+    empty."""
+
+    def check(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the run cannot start with."""
+        super().check()
+        expect(bool(self.critic_group), "critic_group", "must name an observation group (e.g. policy)")
+
+
+@dataclass
+class VLAPretrained:
+    """What a vla-bc checkpoint gives the fine-tuning run."""
+
+    policy: VLAPolicyCfg
+    text_encoder: str
+    instruction: str
+    weights: dict[str, torch.Tensor]
+    """The EMA policy's state dict (the deployed vla-bc policy)."""
+
+
+def load_vla_pretrained(path: str | Path, device: torch.device) -> VLAPretrained:
+    """Policy settings, text encoder, instruction and EMA weights of a vla-bc checkpoint.
+
+    Raises:
+        ValueError: when the checkpoint was not written by vla-bc.
+    """
+    data = load_checkpoint(path, device)
+    if data.get("algorithm") != VLAPretrainRunner.algorithm_name:
+        raise ValueError(
+            f"'{path}' was written by '{data.get('algorithm')}'; vla-reinflow starts from a vla-bc checkpoint (train "
+            "one with train.py --algo vla-bc --dataset DIR; a flow-bc policy is fine-tuned with --algo reinflow)."
+        )
+    agent = data["agent_cfg"]
+    policy = from_dict(VLAPolicyCfg, agent["policy"])
+    return VLAPretrained(
+        policy, agent.get("text_encoder", MINILM), agent.get("instruction", ""), data["alg"]["ema"]["model"]
+    )
+
+
+class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
+    """Fine-tunes a VLA policy with ReinFlow and an asymmetric critic (same interface as the other runners).
+
+    Args:
+        env: the per-step environment, rendering the policy's cameras.
+        cfg: run config.
+        log_dir: run directory; None for no files.
+        device: training device.
+        dist_info: runs in one process.
+        run_info: extra checkpoint entries (task name, env config).
+
+    Raises:
+        ValueError: a pretrained checkpoint that is not vla-bc's or does not fit the env, a camera the env does not
+            render (or at another size), a missing state or critic group.
+    """
+
+    algorithm_name = "vla-reinflow"
+    pretrained_algorithm = VLAPretrainRunner.algorithm_name
+
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: VLAReinFlowRunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
+        self._pretrained_from = cfg.pretrained
+        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
+        self.instructions: EnvInstructions | None = None
+        self._build(load_vla_pretrained(cfg.pretrained, self.device) if cfg.pretrained else None)
+
+    def _build(self, pretrained: VLAPretrained | None) -> None:
+        """Policy (from ``pretrained`` when given), chain, algorithm and loop state."""
+        c, env = self.cfg, self.env
+        if pretrained is not None:
+            c.policy, c.text_encoder = pretrained.policy, pretrained.text_encoder
+            c.instruction = c.instruction or pretrained.instruction
+        obs = env.get_observations().to(self.device)
+        # image sizes are checked once the policy is the pretrained one (train.py --checkpoint rebuilds in load())
+        self._check_env(obs, sizes=pretrained is not None)
+        c.policy.num_inference_steps = c.algorithm.num_inference_steps or c.policy.num_inference_steps
+        policy = VLAPolicy(policy_obs_dim(env, c.policy.state_group), env.num_actions, c.policy)
+        if pretrained is not None:
+            try:
+                policy.load_state_dict(pretrained.weights)
+            except RuntimeError as err:
+                detail = " ".join(str(err).split()[:40])
+                raise ValueError(
+                    f"The vla-bc checkpoint '{c.pretrained}' does not fit this env (state/action sizes differ); "
+                    f"fine-tune on the task it was trained on. Details: {detail}"
+                ) from None
+        self.instructions = self._instructions() if c.policy.language_dim > 0 else None
+        chain = make_chain(policy, c.algorithm)
+        alg = VLAReinFlow(chain, c.algorithm, c.num_steps_per_env, self._actor_obs(obs), c.critic_group, self.device)
+        self._set_algorithm(alg, obs, initialized=pretrained is not None)
+
+    def _instructions(self) -> EnvInstructions:
+        """The instruction source of the policy's encoder (the current one when it fits: its cache is kept)."""
+        c, old = self.cfg, self.instructions
+        wanted = (c.text_encoder, c.policy.language_dim, c.instruction)
+        if old is not None and (old.text_encoder, old.language_dim, old.instruction) == wanted:
+            return old
+        return EnvInstructions(self.env, c.text_encoder, c.policy.language_dim, self.device, c.instruction)
+
+    def _check_env(self, obs: TensorDict, sizes: bool = True) -> None:
+        """Raise ``ValueError`` for a camera the env does not render (at the policy's size, with ``sizes``), or a
+        missing critic group."""
+        c = self.cfg.policy
+        h, w = c.image_size
+        for cam in c.cameras:
+            group = camera_group(cam)
+            if group not in obs.keys():
+                raise ValueError(
+                    f"The VLA policy reads camera '{cam}', which the env does not render: pass --env.cameras "
+                    f"{','.join(c.cameras)} (the task's vla-reinflow recipe sets it)."
+                )
+            got = tuple(obs[group].shape[1:3])
+            if sizes and got != (h, w):
+                raise ValueError(
+                    f"Camera '{cam}' renders {got[0]}x{got[1]}, the policy takes {h}x{w}: pass --env.camera_height "
+                    f"{h} --env.camera_width {w}."
+                )
+        if self.cfg.critic_group not in obs.keys():
+            raise ValueError(
+                f"The critic reads the observation group '{self.cfg.critic_group}', which the env lacks (have "
+                f"{sorted(obs.keys())}): set --agent.critic_group."
+            )
+
+    def _start_learning(self) -> None:
+        super()._start_learning()
+        self._check_env(self._obs)
+
+    @property
+    def policy(self) -> VLAPolicy:
+        """The VLA policy being fine-tuned (deployed with the deterministic ODE at the chain's K)."""
+        policy = self.alg.chain.policy
+        assert isinstance(policy, VLAPolicy)
+        return policy
+
+    def _actor_obs(self, obs: TensorDict) -> TensorDict:
+        """``obs`` with the instruction embedding (for policies that read one)."""
+        return self.instructions.add_to(obs) if self.instructions is not None else obs
+
+    # ------------------------------------------------------------------ inference
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
+        policy, k = self.policy, self.alg.chain.num_steps
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon)
+        return self._executor
+
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env: return, success overall and per instruction; then a fresh start."""
+        metrics = evaluate_instructed(self.env, self.inference_policy(), self.reset_inference)
+        self._reset_after_evaluation()
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
+        """Resume from a vla-reinflow checkpoint, take its weights (``weights_only``), or, with ``weights_only``,
+        start from a vla-bc checkpoint (``train.py --algo vla-reinflow --checkpoint RUN/model_N.pt``).
+
+        Raises:
+            ValueError: for a checkpoint of another algorithm or an incompatible network.
+        """
+        data = load_checkpoint(path, self.device)
+        if weights_only and data.get("algorithm") == self.pretrained_algorithm:
+            self.cfg.pretrained = self._pretrained_from = str(path)
+            self._build(load_vla_pretrained(path, self.device))
+            return data
+        return self._load_data(data, path, weights_only)
