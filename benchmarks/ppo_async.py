@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run at most")
     p.add_argument("--out", default=None, help="JSON output (default benchmarks/results/ppo_async.json)")
+    p.add_argument(
+        "--extra",
+        default="",
+        help="more overrides for every row, shell-split, e.g. "
+        "'--agent.algorithm.num_learning_epochs 20' (a slower learner: actors run ahead up to eta)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: point-reach, 2 x 32 envs, 8 iterations")
     args = p.parse_args()
     if args.quick:
@@ -75,7 +82,7 @@ def parse_args() -> argparse.Namespace:
 
 def _overrides(args: argparse.Namespace, config: str) -> list[str]:
     over = ["--agent.algorithm.schedule", args.schedule, "--agent.algorithm.learning_rate", str(args.lr)]
-    over += STALENESS[config]
+    over += STALENESS[config] + shlex.split(args.extra)
     if args.task.startswith("so101"):
         over += ["--env.sim_threads", "1"]
     return over
