@@ -197,21 +197,33 @@ def run_learner(args: argparse.Namespace, overrides: list[str]) -> RealWorldLear
             runner.load(args.checkpoint, weights_only=True)
             print(f"Initialized policy weights from {args.checkpoint}.")
     assert isinstance(runner, RealWorldLearner) and runner.log_dir is not None
-    tls = transport.ServerTLS.from_files(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
+    serve_and_learn(runner, args, "Learner", f"--task {args.task}")
+    return runner
+
+
+def serve_and_learn(runner: Any, args: argparse.Namespace, title: str, resume_flags: str) -> None:
+    """Serve actors with ``args``' bind, token and TLS, write ``learner.json`` (how ``local`` and actors find the
+    port), train until done or interrupted, stop serving, and print how to resume an interrupted run.
+
+    Args:
+        runner: a learner with ``serve``, ``learn``, ``stop_serving``, ``log_dir`` and ``interrupted``.
+        args: the learner's parsed CLI arguments.
+        title: the first words of the "serving on" line.
+        resume_flags: the flags that rebuild this run, for the resume hint.
+    """
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls_cert and --tls_key go together.")
+    tls = transport.ServerTLS.from_files(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
     server = runner.serve(args.bind, token=_token(args), tls=tls, allow_insecure_remote=args.allow_insecure_remote)
-    info = {"address": server.address, "port": server.port, "pid": os.getpid()}
-    _write_json(runner.log_dir / LEARNER_FILE, info)
-    print(f"Learner serving on {server.address}; logging to {runner.log_dir}", flush=True)
+    _write_json(runner.log_dir / LEARNER_FILE, {"address": server.address, "port": server.port, "pid": os.getpid()})
+    print(f"{title} serving on {server.address}; logging to {runner.log_dir}", flush=True)
     try:
         runner.learn()
     finally:
         runner.stop_serving()
         (runner.log_dir / LEARNER_FILE).unlink(missing_ok=True)
     if runner.interrupted:
-        print(f"Resume with: {python_command()} -m rslkit.realworld learner --task {args.task} --resume", flush=True)
-    return runner
+        print(f"Resume with: {python_command()} -m rslkit.realworld learner {resume_flags} --resume", flush=True)
 
 
 def _new_run_dir(args: argparse.Namespace) -> Path:

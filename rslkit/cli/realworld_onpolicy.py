@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from rslkit.cli.realworld import (
     _token,
     _wait_for_port,
     _write_json,
+    serve_and_learn,
 )
 from rslkit.realworld import transport
 from rslkit.realworld.onpolicy_actor import OnPolicyActor
@@ -41,7 +41,6 @@ from rslkit.realworld.rollout_client import RolloutClient
 from rslkit.recipes import build_run, load_run
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 from rslkit.utils.config import apply_overrides, from_dict
-from rslkit.utils.python_command import python_command
 from rslkit.utils.validation import validate
 
 ALGOS = ("ppo", "reinflow")
@@ -109,28 +108,12 @@ def run_learner(args: argparse.Namespace, overrides: list[str]) -> Any:
             runner.load(args.checkpoint, weights_only=True)
             print(f"Initialized policy weights from {args.checkpoint}.")
     assert isinstance(runner, (PPOLearner, ReinFlowLearner)) and runner.log_dir is not None
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise ValueError("--tls_cert and --tls_key go together.")
-    tls = transport.ServerTLS.from_files(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
-    server = runner.serve(args.bind, token=_token(args), tls=tls, allow_insecure_remote=args.allow_insecure_remote)
-    _write_json(runner.log_dir / LEARNER_FILE, {"address": server.address, "port": server.port, "pid": os.getpid()})
     c = runner.learner_cfg
-    print(
+    title = (
         f"Learner ({args.algo}, max staleness {c.max_staleness}, {c.rollouts_per_update} rollouts of "
-        f"{c.actor_envs} envs per update) serving on {server.address}; logging to {runner.log_dir}",
-        flush=True,
+        f"{c.actor_envs} envs per update)"
     )
-    try:
-        runner.learn()
-    finally:
-        runner.stop_serving()
-        (runner.log_dir / LEARNER_FILE).unlink(missing_ok=True)
-    if runner.interrupted:
-        print(
-            f"Resume with: {python_command()} -m rslkit.realworld learner --algo {args.algo} --task {args.task} "
-            "--resume",
-            flush=True,
-        )
+    serve_and_learn(runner, args, title, f"--algo {args.algo} --task {args.task}")
     return runner
 
 

@@ -154,30 +154,25 @@ def _agent_fields(task: str, algo: str, tmp: Path) -> dict[str, Any]:
     if algo == "reinflow":
         if (task, "flow-bc") not in PAIRS:
             pytest.skip(f"{task} has no flow-bc recipe to pretrain the ReinFlow policy with")
-        _, bc = build_run(
-            task,
-            "flow-bc",
-            _overrides(task, "flow-bc"),
-            num_envs=NUM_ENVS,
-            max_iterations=1,
-            agent_fields=_agent_fields(task, "flow-bc", tmp),
-            log_dir=tmp / "bc",
-        )
-        bc.learn()
-        return {"pretrained": str(tmp / "bc" / "model_1.pt")}
+        return {"pretrained": _pretrain(task, "flow-bc", tmp)}
     if algo == "vla-reinflow":
-        _, bc = build_run(
-            task,
-            "vla-bc",
-            _overrides(task, "vla-bc"),
-            num_envs=NUM_ENVS,
-            max_iterations=1,
-            agent_fields=_agent_fields(task, "vla-bc", tmp),
-            log_dir=tmp / "vla-bc",
-        )
-        bc.learn()
-        return {"pretrained": str(tmp / "vla-bc" / "model_1.pt")}
+        return {"pretrained": _pretrain(task, "vla-bc", tmp)}
     return {}
+
+
+def _pretrain(task: str, algo: str, tmp: Path) -> str:
+    """One iteration of ``algo`` (flow-bc, vla-bc) on ``task``: the checkpoint a fine-tuning run starts from."""
+    _, bc = build_run(
+        task,
+        algo,
+        _overrides(task, algo),
+        num_envs=NUM_ENVS,
+        max_iterations=1,
+        agent_fields=_agent_fields(task, algo, tmp),
+        log_dir=tmp / algo,
+    )
+    bc.learn()
+    return str(tmp / algo / "model_1.pt")
 
 
 def _differences(a: Any, b: Any, path: str = "") -> list[str]:
