@@ -72,7 +72,7 @@ clean:
 ROS_PKGS := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-sensor-msgs==5.3.6 ros-jazzy-std-msgs==5.3.6 \
 	ros-jazzy-trajectory-msgs==5.3.6
 ROS_DEPS := "numpy>=1.24" "safetensors>=0.4" "onnx>=1.16" "onnxruntime>=1.18" mcap==1.6.0 mcap-ros2-support==0.6.0 \
-	"pytest>=8" "pytest-timeout>=2.3" "grpcio>=1.60"
+	"pytest>=8" "pytest-timeout>=2.3" "grpcio>=1.60" "pillow>=10"
 # ROS tests: a private network namespace (root: unshare -n; others: a user namespace too), loopback only
 UNSHARE := unshare $(shell [ "$$(id -u)" = 0 ] || echo -r) -n
 

@@ -11,18 +11,21 @@ observation group ``goal`` with its index, e.g. ``so101-pick-place``) store each
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from tensordict import TensorDict
+from tqdm import tqdm
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.data.lerobot_writer import write_lerobot_dataset
 from rslkit.data.recorder import TaskOf, record_episodes
 from rslkit.data.video import DEFAULT_CODEC, check_encoder
+from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP, episode_instructions
 from rslkit.envs.vec_env import control_period
 from rslkit.recipes import build_env, load_run
 
@@ -32,9 +35,8 @@ def task_of(env: Any, goal: str | None, default: str) -> TaskOf:
     with ``instructions`` and a ``goal`` index group); else ``default`` (the task name)."""
     if goal:
         return goal
-    instructions = getattr(env, "instructions", None)
-    if instructions and "goal" in env.get_observations().keys():
-        return lambda obs: [instructions[int(i)] for i in obs["goal"].reshape(-1).tolist()]
+    if getattr(env, "instructions", None) and INSTRUCTION_INDEX_GROUP in env.get_observations().keys():
+        return lambda obs: episode_instructions(env, obs[INSTRUCTION_INDEX_GROUP].reshape(-1).tolist()) or []
     return default
 
 
@@ -132,17 +134,21 @@ def main(argv: list[str] | None = None) -> Path:
         inference = runner.inference_policy()
         policy = lambda obs: inference(obs.to(runner.device)).to(env.device)  # noqa: E731
         reset_policy = lambda dones: runner.reset_inference(dones.to(runner.device))  # noqa: E731
-    episodes = record_episodes(
-        env,
-        policy,
-        args.episodes,
-        args.action_noise,
-        args.obs_group,
-        reset_policy=reset_policy,
-        task=task_of(env, args.goal, task),
-        action_smoothing=args.action_smoothing,
-        cameras=args.camera,
-    )
+    refresh = 0.1 if sys.stderr.isatty() else 10.0  # a log file gets a line every 10 s, not every episode
+    with tqdm(total=args.episodes, desc="recording", unit="episode", dynamic_ncols=True, mininterval=refresh) as bar:
+        episodes = record_episodes(
+            env,
+            policy,
+            args.episodes,
+            args.action_noise,
+            args.obs_group,
+            reset_policy=reset_policy,
+            task=task_of(env, args.goal, task),
+            action_smoothing=args.action_smoothing,
+            cameras=args.camera,
+            on_episode=lambda episode: bar.update(1),
+        )
+    print(f"Writing {len(episodes)} episodes to {args.out} ...", flush=True)
     dt = control_period(env)
     fps = args.fps or (round(1.0 / dt) if dt else 50)
     root = write_lerobot_dataset(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rslkit.deploy.export import DEFAULT_OPSET, export_checkpoint
+from rslkit.deploy.export import DEFAULT_OPSET, export_checkpoint, external_data_path
 from rslkit.deploy.metadata import PolicyMetadata
 
 
@@ -24,6 +24,13 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
         help="VLA policies: instructions to store (embedded) beside the training ones, so that a robot without "
         "torch can pass the text",
     )
+    parser.add_argument(
+        "--external_data",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="weights in <out>.data beside the model (auto: above 1 GiB, e.g. a pretrained VLA backbone; one .onnx "
+        "file holds at most 2 GB); copy both files to the robot",
+    )
     args = parser.parse_args(argv)
     if args.flow_steps is not None and args.flow_steps < 1:
         parser.error(f"--flow_steps must be >= 1, got {args.flow_steps}")
@@ -33,7 +40,10 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
         parser.error(f"--out must name an .onnx file, got '{args.out}'")
     if any(not t.strip() for t in args.instructions):
         parser.error("--instructions takes non-empty texts")
-    meta = export_checkpoint(args.checkpoint, args.out, args.task, args.flow_steps, args.opset, args.instructions)
+    external = {"auto": None, "yes": True, "no": False}[args.external_data]
+    meta = export_checkpoint(
+        args.checkpoint, args.out, args.task, args.flow_steps, args.opset, args.instructions, external
+    )  # fmt: skip
     shapes = ", ".join(f"{g}{s}" for g, s in meta.obs_groups.items())
     extra = f" | chunk {meta.chunk_length} x K={meta.num_flow_steps}" if meta.kind == "chunk" else ""
     if meta.max_future_offset > 0:
@@ -41,6 +51,8 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
     rate = f" | {meta.control_rate_hz:g} Hz" if meta.control_rate_hz else ""
     print(f"Exported {meta.algorithm} {meta.kind} policy ({shapes} -> {meta.action_dim} actions{extra}{rate})")
     print(f"  to {args.out}")
+    if external_data_path(args.out).exists():
+        print(f"  weights in {external_data_path(args.out)} (keep it beside the model)")
     texts = (meta.instruction or {}).get("texts")
     if texts:
         print(f"  with {len(texts)} instruction(s): " + "; ".join(repr(t) for t in texts))

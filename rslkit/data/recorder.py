@@ -80,6 +80,7 @@ def record_episodes(
     generator: torch.Generator | None = None,
     action_smoothing: float = 0.0,
     cameras: Sequence[str] = (),
+    on_episode: Callable[[Episode], None] | None = None,
 ) -> list[Episode]:
     """Run ``policy`` in all envs until ``num_episodes`` complete episodes were recorded.
 
@@ -105,6 +106,7 @@ def record_episodes(
         cameras: camera names whose observation groups ``camera_<name>`` (uint8 ``[N, H, W, 3]``) are stored as
             ``Episode.images[name]``, the frame seen with each observation. Frames are kept on the CPU until
             their episode ends: ``N * H * W * 3`` bytes per camera and step of the longest open episode.
+        on_episode: called with each kept episode as it completes (progress bars, logs).
 
     Returns:
         ``num_episodes`` episodes with observations, actions, rewards, dones and camera frames.
@@ -152,6 +154,8 @@ def record_episodes(
         for i in dones.cpu().nonzero().squeeze(-1).tolist():
             if valid[i] and len(episodes) < num_episodes:
                 episodes.append(_episode(history[int(start[i]) - offset : step + 1 - offset], i))
+                if on_episode is not None:
+                    on_episode(episodes[-1])
             start[i], valid[i] = step + 1, True
         if len(episodes) >= num_episodes:
             return episodes

@@ -247,11 +247,33 @@ def _instruction_table(
     return table
 
 
-def export_plan(plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
+EXTERNAL_DATA_BYTES = 1 << 30
+"""Weights above this many bytes go to a file beside the model (protobuf caps one ``.onnx`` file at 2 GB)."""
+
+
+def external_data_path(out: str | Path) -> Path:
+    """Where the weights of a model exported with external data live: ``<out>.data`` beside ``out``."""
+    out = Path(out)
+    return out.with_name(out.name + ".data")
+
+
+def export_plan(
+    plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET, external_data: bool | None = None
+) -> onnx.ModelProto:
     """Trace ``plan.module`` with the TorchScript-based exporter, attach the metadata, check and save to ``out``.
 
+    Args:
+        plan: what to export.
+        out: the ``.onnx`` file.
+        opset: ONNX opset (>= 17).
+        external_data: write the weights to :func:`external_data_path` (``<out>.data``), the graph and metadata
+            to ``out``; ONNX Runtime reads both when the two files sit side by side. None: only when the module's
+            parameters and buffers exceed :data:`EXTERNAL_DATA_BYTES` (a pretrained VLA backbone; one protobuf file
+            holds at most 2 GB).
+
     Returns:
-        The saved model (already passed ``onnx.checker.check_model``).
+        The saved model (already passed ``onnx.checker.check_model``; with external data, its weights are not
+        loaded into it).
     """
     if opset < 17:
         raise ValueError(f"Export needs opset >= 17 (LayerNormalization), got {opset}.")
@@ -268,22 +290,33 @@ def export_plan(plan: ExportPlan, out: str | Path, opset: int = DEFAULT_OPSET) -
             do_constant_folding=True,
             dynamo=False,
         )
-        model = onnx.load(str(Path(tmp) / "graph.onnx"))
+        if external_data is None:
+            tensors = [*plan.module.parameters(), *plan.module.buffers()]
+            external_data = sum(t.numel() * t.element_size() for t in tensors) > EXTERNAL_DATA_BYTES
+        model = onnx.load(str(Path(tmp) / "graph.onnx"))  # the tracer's own external files are read in here
     write_metadata(model, plan.metadata)
     if plan.instructions is not None:
         write_instructions(model, plan.instructions)
-    onnx.checker.check_model(model)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(out))
+    data = external_data_path(out)
+    data.unlink(missing_ok=True)  # a stale file would be appended to
+    if not external_data:
+        onnx.checker.check_model(model)
+        onnx.save(model, str(out))
+        return model
+    onnx.save(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True, location=data.name,
+              size_threshold=1024)  # fmt: skip
+    onnx.checker.check_model(str(out))  # by path: the checker reads the weights beside it
     return model
 
 
 def export_policy(policy: nn.Module, out: str | Path, algorithm: str, **kwargs: Any) -> PolicyMetadata:
     """:func:`plan_export` then :func:`export_plan`; returns the metadata written."""
     opset = kwargs.pop("opset", DEFAULT_OPSET)
+    external_data = kwargs.pop("external_data", None)
     plan = plan_export(policy, algorithm, **kwargs)
-    export_plan(plan, out, opset)
+    export_plan(plan, out, opset, external_data)
     return plan.metadata
 
 
@@ -398,8 +431,10 @@ def export_checkpoint(
     num_flow_steps: int | None = None,
     opset: int = DEFAULT_OPSET,
     instructions: Sequence[str] = (),
+    external_data: bool | None = None,
 ) -> PolicyMetadata:
-    """Export the deployable policy of an rslkit checkpoint (any algorithm of the runner registry) to ``out``.
+    """Export the deployable policy of an rslkit checkpoint (any algorithm of the runner registry) to ``out``
+    (weights in ``<out>.data`` beside it with ``external_data``, or automatically above 1 GiB: :func:`export_plan`).
 
     VLA runs also store an instruction table (the training instructions and ``instructions``, embedded with the
     run's text encoder) in the model; read it back with :attr:`OnnxPolicy.instructions
@@ -417,4 +452,5 @@ def export_checkpoint(
         names={k: info[k] for k in ("action_names", "joint_names", "obs_names") if k in info},
         opset=opset,
         instructions=info.get("instructions"),
+        external_data=external_data,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP
 from rslkit.envs.vec_env import VecEnv
 from rslkit.rewards.value import ValueCfg
 
@@ -23,7 +24,8 @@ class RewardChoice:
     source: str = TASK_REWARD
     """``task`` or ``learned:PATH`` (a critic written by ``python -m rslkit.rewards train``)."""
     goal: str | None = None
-    """Language goal given to the critic (default: the critic's only goal)."""
+    """Language goal given to the critic (default: each episode's instruction for envs that draw one, e.g.
+    ``so101-pick-place``; else the critic's only goal)."""
     value: ValueCfg | None = None
 
     def __post_init__(self) -> None:
@@ -60,6 +62,10 @@ def wrap_env(env: VecEnv, choice: RewardChoice, device: str = "cpu") -> VecEnv:
     from rslkit.rewards.progress_model import default_goal, load_progress_model
 
     critic, extra = load_progress_model(choice.path, device)
+    instructions = list(getattr(env, "instructions", None) or [])
+    if choice.goal is None and instructions and INSTRUCTION_INDEX_GROUP in env.get_observations().keys():
+        critic.add_goals(instructions)
+        return LearnedRewardEnv(env, critic, None, choice.value or ValueCfg())  # each episode's instruction
     goal = choice.goal or default_goal(critic, extra)
     if goal not in critic.goal_table.goals:
         critic.add_goals([goal])

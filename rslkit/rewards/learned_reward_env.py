@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP, episode_instructions
 from rslkit.envs.vec_env import VecEnv
 from rslkit.rewards.contract import ProgressCritic
 from rslkit.rewards.metrics import negative_step_rate, value_order_correlation
@@ -28,20 +29,24 @@ class LearnedRewardEnv(VecEnv):
     Args:
         env: the task (it must offer ``request_final_obs``; ``reset_envs`` too for ``end_on_done``).
         critic: a progress critic reading groups of ``env``'s observations.
-        goal: the language goal, one for all envs or one per env.
+        goal: the language goal, one for all envs or one per env; None: each episode's instruction, for envs that
+            draw one per episode (``env.instructions`` and an observation group ``goal`` with each env's index into
+            them, e.g. ``so101-pick-place``): a VLA policy fine-tuned on the critic is rewarded for the instruction
+            it was given.
         cfg: dead-band, stride, done threshold, reward scale, ``end_on_done``.
         end_on_done: end episodes when the critic says done (None: ``cfg.end_on_done``).
 
     Raises:
-        ValueError: the env cannot report final observations or reset single envs, or the critic rejects its
-            observations (missing camera, wrong image size: the critic's message says which).
+        ValueError: the env cannot report final observations or reset single envs, ``goal`` is None for an env
+            without instructions, or the critic rejects its observations (missing camera, wrong image size: the
+            critic's message says which).
     """
 
     def __init__(
         self,
         env: VecEnv,
         critic: ProgressCritic,
-        goal: str | Sequence[str],
+        goal: str | Sequence[str] | None,
         cfg: ValueCfg | None = None,
         end_on_done: bool | None = None,
     ) -> None:
@@ -57,9 +62,14 @@ class LearnedRewardEnv(VecEnv):
         self.goal = goal
         env.request_final_obs()  # type: ignore[attr-defined]
         obs = env.get_observations()
-        self.critic.score(obs[:1], obs[:1], goal if isinstance(goal, str) else goal[:1])  # fail early on bad input
+        if goal is None and not (getattr(env, "instructions", None) and INSTRUCTION_INDEX_GROUP in obs.keys()):
+            raise ValueError(
+                f"{type(env).__name__} draws no instruction per episode (no `instructions` with a "
+                f"'{INSTRUCTION_INDEX_GROUP}' observation group): give the critic's goal (--reward_goal TEXT)."
+            )
         n = env.num_envs
         self._anchor = obs.clone()
+        self.critic.score(obs[:1], obs[:1], self._goals(torch.zeros(1, dtype=torch.long)))  # fail early on bad input
         self._since = torch.zeros(n, dtype=torch.long)
         self.value = torch.zeros(n)
         self._values: list[list[float]] = [[0.0] for _ in range(n)]
@@ -118,6 +128,13 @@ class LearnedRewardEnv(VecEnv):
         self._since.copy_(state["since"])
 
     def _goals(self, ids: torch.Tensor) -> str | list[str]:
+        """The goals of envs ``ids``: the fixed one(s), or the instruction of each one's episode (read from its
+        anchor, an observation of the same episode)."""
+        if self.goal is None:
+            index = self._anchor[INSTRUCTION_INDEX_GROUP][ids.to(self._anchor.device)].reshape(-1).tolist()
+            texts = episode_instructions(self.env, index)
+            assert texts is not None  # checked in __init__
+            return texts
         return self.goal if isinstance(self.goal, str) else [self.goal[i] for i in ids.tolist()]
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:

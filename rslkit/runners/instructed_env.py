@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDict
 
+from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.text_encoder import SentenceEncoder
 from rslkit.models.vla.policy import INSTRUCTION_GROUP
 
-GOAL_GROUP = "goal"
+GOAL_GROUP = INSTRUCTION_INDEX_GROUP
 """Observation group of each env's instruction index (into ``env.instructions``)."""
 
 
@@ -55,7 +56,8 @@ class EnvInstructions:
                     raise ValueError(
                         f"The text encoder {self.text_encoder!r} embeds into {self._encoder.dim} dimensions, the "
                         f"policy reads {self.language_dim}: use the encoder the policy was trained with "
-                        "(--agent.text_encoder)."
+                        f"(--agent.text_encoder), or for a new policy set --agent.policy.language_dim "
+                        f"{self._encoder.dim}."
                     )
             self._embeddings.update(zip(new, self._encoder.encode(new).to(self.device)))
         return torch.stack([self._embeddings[t] for t in texts])

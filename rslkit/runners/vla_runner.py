@@ -25,12 +25,12 @@ from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
 from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
-from rslkit.models.text_encoder import MINILM, SentenceEncoder
+from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.runners.instructed_env import GOAL_GROUP, run_instructed_episodes
+from rslkit.runners.instructed_env import EnvInstructions, run_instructed_episodes
 from rslkit.runners.pretrain_runner import policy_obs_dim
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
@@ -104,8 +104,9 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
         self.alg = FlowBC(VLAPolicy(state_dim, env.num_actions, cfg.policy), cfg.algorithm, self.device)
         self.stats = EpisodeStats(env.num_envs, self.device)
         self.dataset: VLAChunkDataset | None = None
-        self._encoder: SentenceEncoder | None = None
-        self._embeddings: dict[str, torch.Tensor] = {}
+        self.instructions = EnvInstructions(
+            env, cfg.text_encoder, cfg.policy.language_dim, self.device, cfg.instruction
+        )  # fmt: skip
         self._task_embeddings: torch.Tensor | None = None
         self._executor: ChunkExecutor | None = None
         self._generator = torch.Generator().manual_seed(int((run_info or {}).get("seed", 0)))
@@ -122,17 +123,7 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
         Raises:
             ValueError: the encoder's size is not ``policy.language_dim``.
         """
-        new = [t for t in dict.fromkeys(texts) if t not in self._embeddings]
-        if new:
-            if self._encoder is None:
-                self._encoder = SentenceEncoder(self.cfg.text_encoder)
-                if self._encoder.dim != self.cfg.policy.language_dim:
-                    raise ValueError(
-                        f"The text encoder {self.cfg.text_encoder!r} embeds into {self._encoder.dim} dimensions; set "
-                        f"--agent.policy.language_dim {self._encoder.dim}."
-                    )
-            self._embeddings.update(zip(new, self._encoder.encode(new).to(self.device)))
-        return torch.stack([self._embeddings[t] for t in texts])
+        return self.instructions.embed(texts)
 
     def env_instructions(self, obs: TensorDict) -> torch.Tensor:
         """Each env's raw instruction embedding ``[N, E]``.
@@ -140,22 +131,11 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
         Raises:
             ValueError: the env provides no instructions and ``agent.instruction`` is empty.
         """
-        instructions = getattr(self.env, "instructions", None)
-        if instructions and GOAL_GROUP in obs.keys():
-            table = self.embed(list(instructions))
-            return table[obs[GOAL_GROUP].reshape(-1).long().to(self.device)]
-        if self.cfg.instruction:
-            return self.embed([self.cfg.instruction]).expand(obs.batch_size[0], -1)
-        raise ValueError(
-            "The env gives no instruction (no `instructions` with a 'goal' observation group): set "
-            "--agent.instruction TEXT, the instruction every env follows."
-        )
+        return self.instructions(obs)
 
     def with_instruction(self, obs: TensorDict) -> TensorDict:
         """``obs`` with the ``instruction`` group added (the policy's input)."""
-        out = obs.clone(recurse=False)
-        out.set(INSTRUCTION_GROUP, self.env_instructions(obs).to(obs.device))
-        return out
+        return self.instructions.add_to(obs)
 
     # ------------------------------------------------------------------ data
     def load_dataset(self) -> VLAChunkDataset:

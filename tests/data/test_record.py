@@ -14,9 +14,11 @@ from rslkit.envs import make_env
 
 def test_scripted_expert_swings_up():
     env = make_env("pendulum", num_envs=64, seed=0)
-    episodes = record_episodes(env, pendulum_expert, 64)
+    seen: list = []
+    episodes = record_episodes(env, pendulum_expert, 64, on_episode=seen.append)
     returns = torch.tensor([float(ep.rewards.sum()) for ep in episodes])
     assert returns.mean() > -200  # PPO reaches about -150..-200 on Pendulum-v1
+    assert len(seen) == 64 and all(a is b for a, b in zip(seen, episodes)), "one progress call per kept episode"
 
 
 def test_record_episodes_noise_and_fresh_starts():

@@ -81,6 +81,11 @@ def test_observation_terms_in_order_and_size_check() -> None:
         ({"rate_hz": 0.0}, "rate_hz"),
         ({"observation": ["joint_pos", "torque"]}, "Unknown or no observation terms"),
         ({"observation": ["command"]}, "command_dim"),
+        ({"observation": ["joint_pos_normalized"], "position_upper": [1.0, 1.0]}, "set position_lower and"),
+        (
+            {"observation": ["joint_pos_normalized"], "position_lower": [0.0, 1.0], "position_upper": [1.0, 1.0]},
+            r"position_lower < position_upper; equal for \['b'\]",
+        ),
         ({"position_lower": [0.0]}, "position_lower has 1 values for 2 joints"),
         ({"action_scale": [1.0, 2.0, 3.0]}, "action_scale has 3 values"),
         ({"position_lower": [1.0, 0.0], "position_upper": [0.0, 1.0]}, r"position_lower > position_upper .*\['a'\]"),

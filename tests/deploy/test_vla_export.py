@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from rslkit.deploy.export import export_policy
+from rslkit.deploy.export import export_policy, external_data_path
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.models.vla import INSTRUCTION_GROUP, VLAPolicy, VLAPolicyCfg
 
@@ -47,6 +47,28 @@ def test_vla_chunks_match_torch(tmp_path, kw):
     np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-4)
     one = OnnxPolicy(tmp_path / "vla.onnx")({k: v[0] for k, v in obs.items()}, noise[0])  # unbatched sample
     np.testing.assert_allclose(one, expected[0].numpy(), rtol=0, atol=1e-4)
+
+
+def test_external_data_puts_the_weights_beside_the_model(tmp_path, monkeypatch):
+    """A pretrained backbone's weights exceed protobuf's 2 GB: they go to ``<out>.data``; parity and metadata hold.
+    Forced here, and automatic above the size threshold (lowered for the test)."""
+    import rslkit.deploy.export as export_module
+
+    policy = _policy()
+    obs, noise = _obs(2), np.random.default_rng(2).normal(size=(2, 5, 3)).astype(np.float32)
+    export_policy(policy, tmp_path / "inline.onnx", "flow-bc")
+    assert not external_data_path(tmp_path / "inline.onnx").exists()
+    inline = OnnxPolicy(tmp_path / "inline.onnx")
+    monkeypatch.setattr(export_module, "EXTERNAL_DATA_BYTES", 1000)  # this tiny policy's weights are larger
+    meta = export_policy(policy, tmp_path / "vla.onnx", "flow-bc")
+    data = external_data_path(tmp_path / "vla.onnx")
+    moved = (tmp_path / "inline.onnx").stat().st_size - (tmp_path / "vla.onnx").stat().st_size
+    assert moved > 0.9 * data.stat().st_size > 50_000, "the weights moved from the model to the .data file"
+    loaded = OnnxPolicy(tmp_path / "vla.onnx")
+    assert loaded.meta == meta
+    np.testing.assert_array_equal(loaded(obs, noise), inline(obs, noise))
+    export_policy(policy, tmp_path / "forced.onnx", "flow-bc", external_data=False)  # never, when told so
+    assert not external_data_path(tmp_path / "forced.onnx").exists()
 
 
 def test_a_vla_without_language_has_no_instruction_input(tmp_path):

@@ -84,6 +84,19 @@ def test_ema_tracks_weights():
     assert restored.num_updates == 1 and torch.equal(restored.model.weight, ema.model.weight)
 
 
+def test_ema_leaves_frozen_weights_alone():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    model[0].requires_grad_(False)  # a frozen backbone
+    ema = EMA(model, decay=0.9)
+    frozen, trained = ema.model[0].weight.clone(), ema.model[1].weight.clone()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    ema.update(model)
+    assert torch.equal(ema.model[0].weight, frozen), "a frozen weight is not averaged"
+    torch.testing.assert_close(ema.model[1].weight, trained + (1 - 2 / 11))
+
+
 def test_chunk_executor_runs_chunks_and_resets():
     calls = []
 

@@ -8,6 +8,7 @@ from rslkit.cli import train
 from rslkit.recipes import load_run
 from rslkit.rewards.learned_reward_env import LearnedRewardEnv
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
+from rslkit.rewards.value import ValueCfg
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 
 pytest.importorskip("transformers")
@@ -48,3 +49,23 @@ def test_bad_reward_flags_are_usage_errors(tmp_path, critic_path, capsys):
     assert "stride" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="rslkit.rewards train"):
         train.main([*common, "--reward", f"learned:{tmp_path / 'none.safetensors'}"])
+
+
+def test_an_env_with_instructions_is_rewarded_for_each_episodes_instruction(tmp_path):
+    from rslkit.recipes.learned_reward import RewardChoice, wrap_env
+    from tests.runners.instructed_point import INSTRUCTIONS, InstructedPointEnv
+
+    class Instructed(InstructedPointEnv):
+        def request_final_obs(self) -> None:
+            pass
+
+    model = ProgressModel(ProgressModelCfg(cameras=(), state_group="policy", state_dim=2, feature_dim=16))
+    model.fit_goals([INSTRUCTIONS[0]])
+    path = save_progress_model(model, tmp_path / "model.safetensors")
+    env = wrap_env(Instructed(num_envs=4), RewardChoice(f"learned:{path}", None, ValueCfg(end_on_done=False)))
+    assert isinstance(env, LearnedRewardEnv) and env.goal is None
+    assert set(INSTRUCTIONS) <= set(env.critic.goal_table.goals)  # the unseen instruction was embedded
+    fixed = wrap_env(
+        Instructed(num_envs=4), RewardChoice(f"learned:{path}", INSTRUCTIONS[0], ValueCfg(end_on_done=False))
+    )
+    assert fixed.goal == INSTRUCTIONS[0], "--reward_goal gives every env one goal"

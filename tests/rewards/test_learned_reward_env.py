@@ -7,6 +7,7 @@ from rslkit.envs.tasks.point_reach import PointReachCfg, PointReachTask
 from rslkit.rewards.contract import ProgressScore, check_pair
 from rslkit.rewards.learned_reward_env import LearnedRewardEnv
 from rslkit.rewards.value import ValueCfg, value_step
+from tests.runners.instructed_point import INSTRUCTIONS, InstructedPointEnv
 
 
 class DistanceCritic:
@@ -132,3 +133,36 @@ def test_state_dict_resumes_the_values_of_running_episodes():
     _, r_env, _, _ = env.step(actions)
     _, r_twin, _, _ = twin.step(actions)
     assert torch.allclose(r_env, r_twin, atol=1e-6) and (r_env != 0).any()
+
+
+class _InstructedPoint(InstructedPointEnv):
+    """The instructed point env with what the wrapper needs (final observations are the post-reset ones here)."""
+
+    def request_final_obs(self) -> None:
+        pass
+
+
+class GoalRecorder:
+    """Scores no progress; records the goal given for each scored pair with the instruction index of its pair."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, int]] = []
+
+    def score(self, obs_a, obs_b, goal, reference=None) -> ProgressScore:
+        check_pair(obs_a, obs_b)
+        goals = [goal] * obs_a.batch_size[0] if isinstance(goal, str) else list(goal)
+        self.pairs += list(zip(goals, obs_a["goal"].reshape(-1).tolist()))
+        return ProgressScore(delta=torch.zeros(obs_a.batch_size[0]), done=torch.zeros(obs_a.batch_size[0]))
+
+
+def test_goal_none_scores_each_episode_against_its_own_instruction():
+    critic = GoalRecorder()
+    env = LearnedRewardEnv(_InstructedPoint(num_envs=6, seed=3), critic, None, ValueCfg(stride=3), end_on_done=False)
+    critic.pairs.clear()
+    for _ in range(35):  # 3 episodes of 10 steps and more: new instructions drawn at each reset
+        env.step(torch.zeros(6, 2))
+    assert len(critic.pairs) > 60
+    assert all(text == INSTRUCTIONS[index] for text, index in critic.pairs)
+    assert {text for text, _ in critic.pairs} == set(INSTRUCTIONS)
+    with pytest.raises(ValueError, match="--reward_goal"):
+        LearnedRewardEnv(_env(), DistanceCritic(), None, end_on_done=False)

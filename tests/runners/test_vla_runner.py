@@ -71,5 +71,5 @@ def test_vla_runner_refuses_what_it_cannot_train_on(dataset, tmp_path):
     obs = env.get_observations().exclude("goal")
     with pytest.raises(ValueError, match="--agent.instruction"):
         runner.env_instructions(obs)
-    runner.cfg.instruction = INSTRUCTIONS[0]
+    runner.instructions.instruction = INSTRUCTIONS[0]  # what --agent.instruction sets
     assert runner.env_instructions(obs).shape == (4, 384)

@@ -7,8 +7,15 @@ from typing import Literal
 
 from rslkit.deploy.timeline import MERGE_MODES, MergeMode
 
-ObservationTerm = Literal["joint_pos", "joint_pos_rel", "joint_vel", "command", "last_action"]
-OBSERVATION_TERMS: tuple[str, ...] = ("joint_pos", "joint_pos_rel", "joint_vel", "command", "last_action")
+ObservationTerm = Literal["joint_pos", "joint_pos_rel", "joint_pos_normalized", "joint_vel", "command", "last_action"]
+OBSERVATION_TERMS: tuple[str, ...] = (
+    "joint_pos",
+    "joint_pos_rel",
+    "joint_pos_normalized",
+    "joint_vel",
+    "command",
+    "last_action",
+)
 Trigger = Literal["state", "timer"]
 
 
@@ -19,8 +26,10 @@ class ControllerCfg:
     The policy's observation vector (its one float observation group; VLA policies also take camera images and an
     instruction, which the controller adds) is the concatenation of ``observation`` terms, each in ``joint_names``
     order: ``joint_pos`` (measured positions), ``joint_pos_rel`` (positions minus ``default_positions``),
-    ``joint_vel``, ``command`` (the latest command input, ``command_dim`` values) and ``last_action`` (the previous
-    raw policy action). The joint target of action ``a [J]`` is ``default_positions + action_scale * a``.
+    ``joint_pos_normalized`` (positions mapped to ``[-1, 1]`` by ``[position_lower, position_upper]``, as rslkit's
+    SO-101 tasks observe them), ``joint_vel``, ``command`` (the latest command input, ``command_dim`` values) and
+    ``last_action`` (the previous raw policy action). The joint target of action ``a [J]`` is
+    ``default_positions + action_scale * a``.
     """
 
     joint_names: list[str]
@@ -86,6 +95,11 @@ class ControllerCfg:
         unknown = [t for t in self.observation if t not in OBSERVATION_TERMS]
         if unknown or not self.observation:
             raise ValueError(f"Unknown or no observation terms {unknown}; use some of {list(OBSERVATION_TERMS)}.")
+        if "joint_pos_normalized" in self.observation and (self.position_lower is None or self.position_upper is None):
+            raise ValueError(
+                "The observation has a 'joint_pos_normalized' term, which maps positions to [-1, 1] by the joint "
+                "ranges: set position_lower and position_upper (the ranges the policy was trained with)."
+            )
         if "command" in self.observation and self.command_dim == 0:
             raise ValueError("The observation has a 'command' term but command_dim is 0; set command_dim.")
         if self.trigger not in ("state", "timer"):
@@ -110,6 +124,9 @@ class ControllerCfg:
             bad = [j for j, lo, hi in zip(self.joint_names, self.position_lower, self.position_upper) if lo > hi]
             if bad:
                 raise ValueError(f"position_lower > position_upper for joints {bad}.")
+            flat = [j for j, lo, hi in zip(self.joint_names, self.position_lower, self.position_upper) if lo == hi]
+            if flat and "joint_pos_normalized" in self.observation:
+                raise ValueError(f"joint_pos_normalized needs position_lower < position_upper; equal for {flat}.")
         mv = self.max_velocity
         if mv is not None and min(mv if isinstance(mv, list) else [mv]) <= 0:
             raise ValueError(f"max_velocity must be > 0 (or unset for no rate limit), got {mv}.")

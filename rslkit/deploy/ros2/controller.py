@@ -206,10 +206,23 @@ class PolicyController:
         Raises:
             ValueError: when the policy reads no camera ``camera``.
         """
+        self._camera_inputs(camera).on_image(now, camera, encoding, height, width, step, data)
+
+    def on_compressed_image(self, now: float, camera: str, data: Any) -> None:
+        """Take a ``sensor_msgs/CompressedImage``'s ``data`` (JPEG or PNG) of ``camera`` received at ``now``; one
+        that does not decode or has the wrong size holds the robot until a valid image arrives.
+
+        Raises:
+            ValueError: when the policy reads no camera ``camera``.
+        """
+        self._camera_inputs(camera).on_compressed_image(now, camera, data)
+
+    def _camera_inputs(self, camera: str) -> VLAInputs:
+        """The VLA inputs, when the policy reads camera ``camera`` (else a ValueError naming its cameras)."""
         if self.inputs is None or camera not in self.inputs.cameras:
             cameras = self.inputs.cameras if self.inputs is not None else []
             raise ValueError(f"The policy reads no camera '{camera}'; its cameras are {cameras}.")
-        self.inputs.on_image(now, camera, encoding, height, width, step, data)
+        return self.inputs
 
     def on_instruction(self, now: float, text: str) -> bool:
         """Follow instruction ``text`` from the next inference on (planned actions still execute). An unknown one

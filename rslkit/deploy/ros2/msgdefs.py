@@ -42,6 +42,15 @@ _MESSAGES: dict[str, tuple[str, list[str]]] = {
             "builtin_interfaces/Duration",
         ],
     ),
+    "sensor_msgs/msg/Image": (
+        "std_msgs/Header header\nuint32 height\nuint32 width\nstring encoding\nuint8 is_bigendian\nuint32 step\n"
+        "uint8[] data\n",
+        ["std_msgs/Header", "builtin_interfaces/Time"],
+    ),
+    "sensor_msgs/msg/CompressedImage": (
+        "std_msgs/Header header\nstring format\nuint8[] data\n",
+        ["std_msgs/Header", "builtin_interfaces/Time"],
+    ),
     "geometry_msgs/msg/Twist": ("Vector3 linear\nVector3 angular\n", ["geometry_msgs/Vector3"]),
     "std_msgs/msg/String": ("string data\n", []),
 }

@@ -5,6 +5,7 @@ Everything that decides what to send lives in the controller; this file only tra
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict
@@ -20,7 +21,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.serialization import serialize_message
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Bool, Float32, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -28,7 +29,15 @@ from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.deploy.ros2.actor_config import ActorCfg
 from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.controller import ControlOutput, PolicyController
-from rslkit.deploy.ros2.recording import STATUS_TOPIC, McapRecorder, command_values, status_json
+from rslkit.deploy.ros2.images import is_compressed_topic, require_decoder
+from rslkit.deploy.ros2.recording import (
+    COMPRESSED_IMAGE_TYPE,
+    IMAGE_TYPE,
+    STATUS_TOPIC,
+    McapRecorder,
+    command_values,
+    status_json,
+)
 
 if TYPE_CHECKING:
     from rslkit.deploy.ros2.actor import RobotActor
@@ -63,7 +72,11 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "chunk_in_flight": (1, "chunk policies: inference requests computed at once (a worker thread each)"),
     "chunk_worker_rt_priority": (0, "chunk policies: SCHED_FIFO priority of the inference workers; 0: inherited"),
     "future_state_mode": ("absolute", "chunk policies with a future_state input: 'absolute' or 'delta' actions"),
-    "camera_topics": (Parameter.Type.STRING_ARRAY, "VLA: 'name=topic' per camera (default camera/<name>/image_raw)"),
+    "camera_topics": (
+        Parameter.Type.STRING_ARRAY,
+        "VLA: 'name=topic' per camera (default camera/<name>/image_raw); a topic ending in /compressed takes "
+        "sensor_msgs/CompressedImage (JPEG / PNG)",
+    ),
     "image_timeout_s": (0.5, "VLA: hold when a camera's newest valid image is older than this"),
     "instruction": ("", "VLA: the instruction to follow (one stored at export); empty: wait for the topic"),
     "instruction_topic": ("instruction", "VLA: std_msgs/String instructions, looked up in the exported table"),
@@ -109,14 +122,12 @@ class PolicyNode(Node):
         self._wall0_ns = time.time_ns()
         self.topics = {k: str(p(k)) for k in ("joint_state_topic", "command_topic", "array_topic", "trajectory_topic")}
         self.camera_topics = self._camera_topics(p("camera_topics"))
-        if self.camera_topics and str(p("record_path")):
-            raise ValueError(
-                "Recording a policy with camera inputs is not supported yet (images are not written to the MCAP "
-                "file, so a replay could not reproduce the run); leave record_path empty."
-            )
+        if any(is_compressed_topic(t) for t in self.camera_topics.values()):
+            require_decoder()
+        self.instruction_topic = str(p("instruction_topic"))
         self.recorder = self._make_recorder(str(p("record_path")))
         self._make_endpoints(str(p("state_reliability")), int(p("state_queue_depth")))
-        self._make_vla_endpoints(str(p("instruction_topic")))
+        self._make_vla_endpoints(self.instruction_topic)
         self.actor: RobotActor | None = None
         if actor is not None:  # imported only here: without the actor mode the node needs no grpc
             from rslkit.deploy.ros2.actor import RobotActor
@@ -128,10 +139,11 @@ class PolicyNode(Node):
             merge, in_flight = self.cfg.chunk_merge, self.cfg.chunk_in_flight
             details = f", chunks merged by '{merge}' with {in_flight} request(s) in flight"
         for camera, topic in self.camera_topics.items():
-            details += f", camera '{camera}' from '{topic}'"
+            kind = "CompressedImage" if is_compressed_topic(topic) else "Image"
+            details += f", camera '{camera}' from '{topic}' ({kind})"
         inputs = self.controller.inputs
         if inputs is not None and inputs.takes_instruction:
-            details += f", instruction {inputs.instruction!r} (topic '{p('instruction_topic')}')"
+            details += f", instruction {inputs.instruction!r} (topic '{self.instruction_topic}')"
         self.get_logger().info(
             f"Policy '{path}' ({self.policy.kind}, {len(self.cfg.joint_names)} joints) at {self.cfg.rate_hz:g} Hz, "
             f"trigger '{self.cfg.trigger}', observation {self.cfg.observation}{details}."
@@ -212,6 +224,8 @@ class PolicyNode(Node):
             "time_base_ns": str(self._wall0_ns),
             "policy_path": str(Path(self.policy_path).resolve()),
             "controller": json.dumps(asdict(self.cfg)),
+            "camera_topics": json.dumps(self.camera_topics),
+            "instruction_topic": self.instruction_topic,
         }
         self.get_logger().info(f"Recording inputs and outputs to '{path}'.")
         return McapRecorder(path, meta)
@@ -243,10 +257,12 @@ class PolicyNode(Node):
 
     def _make_vla_endpoints(self, instruction_topic: str) -> None:
         # sensor-data QoS (best effort, shallow): matches reliable and best-effort camera publishers alike
+        # a topic ending in /compressed (image_transport's compressed transport) carries sensor_msgs/CompressedImage
         for camera, topic in self.camera_topics.items():
-            self.create_subscription(
-                Image, topic, lambda msg, cam=camera: self._on_image(cam, msg), qos_profile_sensor_data
-            )
+            compressed = is_compressed_topic(topic)
+            handler: Any = self._on_compressed_image if compressed else self._on_image
+            kind = CompressedImage if compressed else Image
+            self.create_subscription(kind, topic, functools.partial(handler, camera, topic), qos_profile_sensor_data)
         inputs = self.controller.inputs
         if inputs is not None and inputs.takes_instruction:
             self.create_subscription(String, instruction_topic, self._on_instruction, 10)
@@ -275,12 +291,19 @@ class PolicyNode(Node):
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._send(self.controller.on_joint_state(now, msg.name, msg.position, msg.velocity, stamp), log_ns)
 
-    def _on_image(self, camera: str, msg: Image) -> None:
-        now, _ = self._now()
+    def _on_image(self, camera: str, topic: str, msg: Image) -> None:
+        now, log_ns = self._now()
+        self._record(topic, IMAGE_TYPE, msg, log_ns)
         self.controller.on_image(now, camera, msg.encoding, msg.height, msg.width, msg.step, msg.data)
 
+    def _on_compressed_image(self, camera: str, topic: str, msg: CompressedImage) -> None:
+        now, log_ns = self._now()
+        self._record(topic, COMPRESSED_IMAGE_TYPE, msg, log_ns)
+        self.controller.on_compressed_image(now, camera, msg.data)  # decoded here: a few ms at 640x480 (docs)
+
     def _on_instruction(self, msg: String) -> None:
-        now, _ = self._now()
+        now, log_ns = self._now()
+        self._record(self.instruction_topic, "std_msgs/msg/String", msg, log_ns)
         self.controller.on_instruction(now, msg.data)
 
     def _on_command(self, msg: Any) -> None:

@@ -21,7 +21,8 @@ class ObservationBuilder:
     def __init__(self, cfg: ControllerCfg, obs_dim: int) -> None:
         n = len(cfg.joint_names)
         self.terms = list(cfg.observation)
-        self.sizes = {"joint_pos": n, "joint_pos_rel": n, "joint_vel": n, "command": cfg.command_dim, "last_action": n}
+        self.sizes = {t: n for t in ("joint_pos", "joint_pos_rel", "joint_pos_normalized", "joint_vel", "last_action")}
+        self.sizes["command"] = cfg.command_dim
         total = sum(self.sizes[t] for t in self.terms)
         if total != obs_dim:
             layout = " + ".join(f"{t} ({self.sizes[t]})" for t in self.terms)
@@ -32,6 +33,10 @@ class ObservationBuilder:
         self.obs_dim = obs_dim
         self.default = np.asarray(cfg.default_positions if cfg.default_positions is not None else np.zeros(n))
         self.needs_velocity = "joint_vel" in self.terms
+        self.mid = self.half = np.zeros(n)
+        if cfg.position_lower is not None and cfg.position_upper is not None:
+            lower, upper = np.asarray(cfg.position_lower), np.asarray(cfg.position_upper)
+            self.mid, self.half = 0.5 * (lower + upper), 0.5 * (upper - lower)
 
     def __call__(
         self, position: np.ndarray, velocity: np.ndarray | None, command: np.ndarray, last_action: np.ndarray
@@ -43,6 +48,8 @@ class ObservationBuilder:
                 parts.append(position)
             elif term == "joint_pos_rel":
                 parts.append(position - self.default)
+            elif term == "joint_pos_normalized":  # [lower, upper] -> [-1, 1]; outside the range it goes beyond
+                parts.append((position - self.mid) / self.half)
             elif term == "joint_vel":
                 if velocity is None:
                     raise ValueError("The observation needs joint velocities but the joint state has none.")

@@ -2,9 +2,10 @@
 
 The recorder stores CDR-serialized messages (what rclpy's ``serialize_message`` returns) under the ``ros2``
 profile, so Foxglove, ``ros2 bag`` and :func:`replay` read it. Every command the node sends has a status record on
-:data:`STATUS_TOPIC` (JSON: tick, status, reason, source, positions); :func:`replay` feeds the recorded joint states
-and commands, and the timer and shutdown events named by the status records, into a new
-:class:`~rslkit.deploy.ros2.controller.PolicyController` at their recorded times: the same code path as the node.
+:data:`STATUS_TOPIC` (JSON: tick, status, reason, source, positions); :func:`replay` feeds the recorded joint states,
+commands, camera images (``sensor_msgs/Image`` or ``CompressedImage``) and instructions, and the timer and shutdown
+events named by the status records, into a new :class:`~rslkit.deploy.ros2.controller.PolicyController` at their
+recorded times: the same code path as the node.
 """
 
 from __future__ import annotations
@@ -98,13 +99,19 @@ def status_json(out: ControlOutput) -> str:
     )
 
 
+IMAGE_TYPE = "sensor_msgs/msg/Image"
+COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+
+
 @dataclass
 class RecordedMessage:
-    """One decoded message: ``time_s`` is seconds since the recording's time base."""
+    """One decoded message: ``time_s`` is seconds since the recording's time base; ``datatype`` its ROS type
+    (``sensor_msgs/msg/JointState``, ...)."""
 
     topic: str
     time_s: float
     msg: Any
+    datatype: str
 
 
 def read_recording(path: str | Path) -> tuple[dict[str, str], Iterator[RecordedMessage]]:
@@ -124,8 +131,9 @@ def read_recording(path: str | Path) -> tuple[dict[str, str], Iterator[RecordedM
     def messages() -> Iterator[RecordedMessage]:
         with open(path, "rb") as f:
             reader = make_reader(f, decoder_factories=[decoder_factory()])
-            for _, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
-                yield RecordedMessage(channel.topic, (message.log_time - base) * 1e-9, decoded)
+            for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
+                datatype = schema.name if schema is not None else ""
+                yield RecordedMessage(channel.topic, (message.log_time - base) * 1e-9, decoded, datatype)
 
     return dict(meta), messages()
 
@@ -133,6 +141,12 @@ def read_recording(path: str | Path) -> tuple[dict[str, str], Iterator[RecordedM
 def recorded_controller_cfg(meta: dict[str, str]) -> ControllerCfg:
     """The controller settings the node ran with (from :func:`read_recording` metadata)."""
     return ControllerCfg(**json.loads(meta["controller"]))
+
+
+def recorded_cameras(meta: dict[str, str]) -> dict[str, str]:
+    """Camera topic -> camera name the node recorded images of (from :func:`read_recording` metadata; empty for a
+    policy without cameras)."""
+    return {topic: camera for camera, topic in json.loads(meta.get("camera_topics", "{}")).items()}
 
 
 def command_values(msg: Any, command_type: str) -> list[float]:
@@ -164,13 +178,20 @@ class Replay:
 def replay(path: str | Path, controller: PolicyController) -> Replay:
     """Feed a recording into ``controller`` (built with the recorded settings) through its event methods.
 
-    Joint states go to ``on_joint_state`` and commands to ``on_command`` at their recorded times; status records
-    of timer ticks call ``on_timer`` and the shutdown record calls ``shutdown``. Step and recurrent policies
-    reproduce the recorded commands exactly; chunk policies depend on inference timing and reproduce them up to
-    which chunk was ready at each tick.
+    Joint states go to ``on_joint_state``, commands to ``on_command``, camera images to ``on_image`` /
+    ``on_compressed_image`` and instructions to ``on_instruction`` at their recorded times; status records of timer
+    ticks call ``on_timer`` and the shutdown record calls ``shutdown``. Step and recurrent policies (with or without
+    cameras) reproduce the recorded commands exactly; chunk policies (VLA ones included) depend on inference timing
+    and reproduce them up to which chunk was ready at each tick.
+
+    Raises:
+        ValueError: when the controller's policy reads cameras the recording holds no images of.
     """
     meta, messages = read_recording(path)
+    cameras = recorded_cameras(meta)
+    _check_cameras(controller, cameras, path)
     state_topic, command_topic = meta["joint_state_topic"], meta.get("command_topic", "")
+    instruction_topic = meta.get("instruction_topic") if controller.inputs is not None else None
     command_type = meta.get("command_type", "none")
     outputs: list[ControlOutput] = []
     recorded: list[dict[str, Any]] = []
@@ -182,6 +203,10 @@ def replay(path: str | Path, controller: PolicyController) -> Replay:
             out = controller.on_joint_state(rec.time_s, list(m.name), list(m.position), list(m.velocity), stamp)
         elif command_type != "none" and rec.topic == command_topic:
             controller.on_command(rec.time_s, command_values(rec.msg, command_type))
+        elif rec.topic in cameras:
+            _replay_image(controller, cameras[rec.topic], rec)
+        elif rec.topic == instruction_topic:
+            controller.on_instruction(rec.time_s, rec.msg.data)
         elif rec.topic == STATUS_TOPIC:
             status = json.loads(rec.msg.data)
             recorded.append(status)
@@ -192,3 +217,25 @@ def replay(path: str | Path, controller: PolicyController) -> Replay:
         if out is not None:
             outputs.append(out)
     return Replay(outputs, recorded)
+
+
+def _check_cameras(controller: PolicyController, cameras: dict[str, str], path: str | Path) -> None:
+    """Refuse a replay whose controller reads cameras the recording did not record."""
+    wanted = controller.inputs.cameras if controller.inputs is not None else []
+    missing = [c for c in wanted if c not in cameras.values()]
+    if missing:
+        raise ValueError(
+            f"The policy reads cameras {missing} but '{path}' holds no images of them (recorded cameras: "
+            f"{sorted(cameras.values())}); replay it with the policy it was recorded with (metadata policy_path)."
+        )
+
+
+def _replay_image(controller: PolicyController, camera: str, rec: RecordedMessage) -> None:
+    """A recorded ``sensor_msgs/Image`` or ``CompressedImage`` of ``camera`` into the controller."""
+    m = rec.msg
+    if rec.datatype == COMPRESSED_IMAGE_TYPE:
+        controller.on_compressed_image(rec.time_s, camera, m.data)
+    elif rec.datatype == IMAGE_TYPE:
+        controller.on_image(rec.time_s, camera, m.encoding, m.height, m.width, m.step, m.data)
+    else:
+        raise ValueError(f"Camera topic '{rec.topic}' holds '{rec.datatype}' messages; the node records images only.")

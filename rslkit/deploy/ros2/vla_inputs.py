@@ -1,7 +1,8 @@
 """The inputs of a VLA policy beside the joint state: the newest image of each camera and the instruction.
 
 Each camera group ``camera_<name>`` of the policy takes the newest valid image of camera ``<name>`` (uint8 RGB
-``[H, W, 3]`` of the exported size; a mismatch is a fault naming the expected size, never a resize). The
+``[H, W, 3]`` of the exported size, from ``sensor_msgs/Image`` fields or a ``sensor_msgs/CompressedImage``'s JPEG /
+PNG data; a mismatch or an undecodable image is a fault naming what is wrong, never a resize). The
 instruction is text, looked up in the table stored in the exported model; an unknown one is refused and the
 previous instruction stays. :meth:`VLAInputs.fault` says why the inputs cannot feed a tick (no image yet, a stale or
 bad image, no instruction), and :meth:`VLAInputs.groups` gives the observation groups they add.
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
-from rslkit.deploy.ros2.images import image_array
+from rslkit.deploy.ros2.images import compressed_image_array, image_array
 
 CAMERA_PREFIX = "camera_"
 
@@ -63,19 +64,45 @@ class VLAInputs:
 
     def on_image(self, now: float, camera: str, encoding: str, height: int, width: int, step: int, data: Any) -> None:
         """An image of ``camera`` arrived at ``now``; a bad one (encoding, size) becomes that camera's fault."""
-        expected = self.sizes[camera]
-        if (height, width) != expected:
-            self.faults[camera] = (
-                f"camera '{camera}' sends {width}x{height} images but the policy takes {expected[1]}x{expected[0]} "
-                "(width x height); set the camera driver to that resolution or resize upstream (the node does not "
-                "resize)"
-            )
+        fault = self._size_fault(camera, height, width)
+        if fault is not None:
+            self.faults[camera] = fault
             return
         try:
-            self.images[camera] = image_array(encoding, height, width, step, data)
+            image = image_array(encoding, height, width, step, data)
         except ValueError as err:
             self.faults[camera] = f"camera '{camera}': {err}"
             return
+        self._take(now, camera, image)
+
+    def on_compressed_image(self, now: float, camera: str, data: Any) -> None:
+        """A ``sensor_msgs/CompressedImage`` of ``camera`` (its ``data``: a JPEG or PNG file) arrived at ``now``;
+        one that does not decode, or decodes to the wrong size, becomes that camera's fault."""
+        try:
+            image = compressed_image_array(data)
+        except ValueError as err:
+            self.faults[camera] = f"camera '{camera}': {err}"
+            return
+        fault = self._size_fault(camera, image.shape[0], image.shape[1])
+        if fault is not None:
+            self.faults[camera] = fault
+            return
+        self._take(now, camera, image)
+
+    def _size_fault(self, camera: str, height: int, width: int) -> str | None:
+        """Why a ``width x height`` image of ``camera`` is refused (None: it has the policy's size)."""
+        expected = self.sizes[camera]
+        if (height, width) == expected:
+            return None
+        return (
+            f"camera '{camera}' sends {width}x{height} images but the policy takes {expected[1]}x{expected[0]} "
+            "(width x height); set the camera driver to that resolution or resize upstream (the node does not "
+            "resize)"
+        )
+
+    def _take(self, now: float, camera: str, image: np.ndarray) -> None:
+        """``image`` (checked) is the newest of ``camera``, received at ``now``."""
+        self.images[camera] = image
         self.arrivals[camera] = now
         self.faults.pop(camera, None)
 

@@ -242,6 +242,17 @@ class SO101LiftTask(TorchTask):
         self.last_action = a.detach().clone()
         self._refresh()
 
+    def joint_ranges(self) -> tuple[list[float], list[float]]:
+        """Lower and upper limits of :attr:`joint_names` (radians): the ranges that map the observed positions (the
+        ``pos_normalized`` columns) and the arm's position targets to ``[-1, 1]``. On a robot these are the ROS 2
+        node's ``position_lower`` / ``position_upper``; their midpoints its ``default_positions`` and half-widths
+        its ``action_scale``."""
+        return self._ctrl_low[self._act].tolist(), self._ctrl_high[self._act].tolist()
+
+    def joint_positions(self) -> torch.Tensor:
+        """Measured positions ``[N, 6]`` of :attr:`joint_names` (radians)."""
+        return self.backend.qpos[:, self._qpos_ids].to(self.device, torch.float32)
+
     def lift(self) -> torch.Tensor:
         """Height of the cube above its resting height ``[N]`` (metres)."""
         return self.cube_pos[:, 2] - CUBE_HALF_SIZE

@@ -15,7 +15,8 @@ class EMA(Generic[ModelT]):
     """A frozen copy of ``model`` tracking ``w_ema <- decay_n w_ema + (1 - decay_n) w`` after every update.
 
     ``decay_n = min(decay, (1 + n) / (10 + n))`` warms up over the first updates (so early copies are not stuck at
-    the initialization); buffers (normalizer statistics) are copied as they are.
+    the initialization); buffers (normalizer statistics) are copied as they are. Parameters that do not require
+    gradients in ``model`` (frozen) are left as copied: they never change.
 
     Args:
         model: the model being trained.
@@ -34,8 +35,9 @@ class EMA(Generic[ModelT]):
         """Move the average towards the current weights of ``model``."""
         self.num_updates += 1
         decay = min(self.decay, (1 + self.num_updates) / (10 + self.num_updates))
-        averaged: list[torch.Tensor] = list(self.model.parameters())
-        torch._foreach_lerp_(averaged, [p.detach() for p in model.parameters()], 1.0 - decay)
+        pairs = [(a, p) for a, p in zip(self.model.parameters(), model.parameters()) if p.requires_grad]
+        if pairs:  # frozen weights (a pretrained backbone) equal their copies: skip them, they may be most of the model
+            torch._foreach_lerp_([a for a, _ in pairs], [p.detach() for _, p in pairs], 1.0 - decay)
         for avg_buf, new_buf in zip(self.model.buffers(), model.buffers()):
             avg_buf.copy_(new_buf)
 

@@ -3,6 +3,7 @@
 from rslkit.models.vla.action_expert import ActionExpert, Attention, ExpertBlock
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.hf_backbone import HFVisionTokenizer, VisionTower
+from rslkit.models.vla.hf_vlm import HFVLMTokenizer, PrefixDecoder
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.models.vla.tokens import ImageTokenizer, ObservationTokenizer
 
@@ -11,9 +12,11 @@ __all__ = [
     "ActionExpert",
     "Attention",
     "ExpertBlock",
+    "HFVLMTokenizer",
     "HFVisionTokenizer",
     "ImageTokenizer",
     "ObservationTokenizer",
+    "PrefixDecoder",
     "VLAPolicy",
     "VLAPolicyCfg",
     "VisionTower",

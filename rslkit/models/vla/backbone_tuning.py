@@ -1,4 +1,4 @@
-"""Which weights of a pretrained vision tower train: none, the last layers, low-rank adapters (LoRA) or all.
+"""Which weights of a pretrained backbone train: none, the last layers, low-rank adapters (LoRA) or all.
 
 LoRA (Hu et al. 2021) replaces ``y = W x`` of each targeted linear layer by ``y = W x + (alpha / r) B A x`` with
 ``A [r, in]`` random, ``B [out, r]`` zero at the start (so the adapted tower starts as the pretrained one) and only
@@ -8,6 +8,8 @@ they also load into ``peft`` / ``transformers`` tools; their weights sit in the 
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from torch import nn
 
@@ -41,28 +43,29 @@ def add_lora(module: nn.Module, rank: int, alpha: int, dropout: float, targets: 
     inject_adapter_in_model(config, module)
 
 
-def configure_trainable(tower: nn.Module, cfg: VLAPolicyCfg) -> None:
-    """Set ``requires_grad`` on a :class:`~rslkit.models.vla.hf_backbone.VisionTower` per ``cfg.backbone_trainable``.
+def configure_trainable(
+    model: nn.Module, cfg: VLAPolicyCfg, layers: nn.ModuleList, tail: Sequence[nn.Module | None]
+) -> None:
+    """Set ``requires_grad`` on a pretrained ``model`` per ``cfg.backbone_trainable``.
 
-    ``frozen``: nothing trains; ``last:N``: the last N encoder layers, the final LayerNorm and the connector;
-    ``lora``: only the adapters (:func:`add_lora`); ``full``: everything.
+    ``frozen``: nothing trains; ``last:N``: the last N of ``layers`` and the ``tail`` modules after them (a vision
+    tower's final LayerNorm and connector; a VLM decoder's final norm); ``lora``: only the adapters
+    (:func:`add_lora` on all of ``model``); ``full``: everything.
 
     Raises:
-        ValueError: ``last:N`` with more layers than the tower keeps.
+        ValueError: ``last:N`` with more layers than ``layers`` holds.
     """
     mode = cfg.backbone_trainable
     last = cfg.trainable_layers()
-    tower.requires_grad_(mode == "full")
+    model.requires_grad_(mode == "full")
     if mode == "lora":
-        add_lora(tower, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout, tuple(cfg.lora_targets))
+        add_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout, tuple(cfg.lora_targets))
     elif last is not None:
-        layers = tower.layers
-        assert isinstance(layers, nn.ModuleList)
         if last > len(layers):
             raise ValueError(
                 f"backbone_trainable {mode!r} but the backbone keeps {len(layers)} layers: set last:N with N <= "
                 f"{len(layers)} (or 'full')."
             )
-        for module in [*layers[len(layers) - last :], tower.post_layernorm, getattr(tower, "connector", None)]:
-            if isinstance(module, nn.Module):
+        for module in [*layers[len(layers) - last :], *tail]:
+            if module is not None:
                 module.requires_grad_(True)

@@ -16,6 +16,8 @@ class VLAPolicyCfg:
     ``language_dim > 0``) and ``token_grid**2`` per camera; the action expert attends to them from the noisy action
     tokens (one per chunk step). The cameras are encoded by a small CNN trained from scratch (``backbone="cnn"``)
     or by a pretrained ``transformers`` vision tower (``backbone="hf-vision"``, :mod:`rslkit.models.vla.hf_backbone`).
+    ``backbone="hf-vlm"`` runs a SmolVLM's first text decoder layers over ``[camera tokens, instruction, state]``
+    and the expert attends to their output (:mod:`rslkit.models.vla.hf_vlm`).
     """
 
     cameras: tuple[str, ...] = ()
@@ -45,28 +47,36 @@ class VLAPolicyCfg:
     """Causal self-attention over the action tokens (SmolVLA's expert): token ``i`` sees tokens ``<= i`` only."""
     objective: Literal["rectified_flow", "shortcut"] = "rectified_flow"
     """``shortcut`` conditions the expert on the step size ``d`` (Frans et al. 2024), as for state-only flows."""
-    backbone: Literal["cnn", "hf-vision"] = "cnn"
-    """Image encoder: ``cnn`` (``cnn_channels``, one per camera, from scratch) or ``hf-vision`` (the pretrained
+    backbone: Literal["cnn", "hf-vision", "hf-vlm"] = "cnn"
+    """Image encoder: ``cnn`` (``cnn_channels``, one per camera, from scratch), ``hf-vision`` (the pretrained
     vision tower at ``backbone_path``, shared by all cameras: SigLIP, or SmolVLM / Idefics3's vision model and
-    pixel-shuffle connector)."""
+    pixel-shuffle connector) or ``hf-vlm`` (a SmolVLM / Idefics3 checkpoint's vision model, connector and first
+    ``vlm_layers`` text decoder layers over the camera, instruction and state tokens: SmolVLA's prefix)."""
     backbone_path: str = ""
-    """``hf-vision``: a local ``transformers`` model directory, or a hub name already in the local cache (never
-    downloaded)."""
+    """``hf-vision`` / ``hf-vlm``: a local ``transformers`` model directory, or a hub name already in the local cache
+    (never downloaded)."""
     backbone_layers: int = 0
-    """``hf-vision``: keep only the first N layers of the vision encoder (cheaper, earlier features); 0: all.
-    SmolVLA cuts its VLM's text decoder instead, which ``hf-vision`` does not run."""
+    """``hf-vision`` / ``hf-vlm``: keep only the first N layers of the vision encoder (cheaper, earlier features);
+    0: all. SmolVLA cuts its VLM's text decoder instead (``vlm_layers``)."""
+    vlm_layers: int = 0
+    """``hf-vlm``: keep the first N layers of the VLM's text decoder (SmolVLA: half of them, 16 of SmolVLM2-500M's
+    32); 0: all."""
     backbone_trainable: str = "frozen"
-    """``hf-vision``: ``frozen`` (the pretrained weights never change), ``last:N`` (the last N kept layers, the final
-    norm and the connector train), ``lora`` (low-rank adapters on ``lora_targets``; needs ``peft``) or ``full``."""
+    """``frozen`` (the pretrained weights never change), ``last:N`` (``hf-vision``: the last N kept layers, the
+    final norm and the connector train; ``hf-vlm``: the last N kept decoder layers and the decoder's final norm),
+    ``lora`` (low-rank adapters on ``lora_targets``; needs ``peft``) or ``full``. ``hf-vlm``: over the whole
+    pretrained part (vision model, connector, kept decoder layers)."""
     backbone_reduce: Literal["pool", "shuffle"] = "pool"
     """``hf-vision``: from the tower's patch grid to ``token_grid``: average pooling or pixel shuffle (stacking each
-    cell's patches into one token, SmolVLA's connector)."""
+    cell's patches into one token, SmolVLA's connector). ``hf-vlm`` pools (its decoder takes text-width tokens)."""
     lora_rank: int = 8
     lora_alpha: int = 16
     """LoRA scales its update by ``lora_alpha / lora_rank``."""
     lora_dropout: float = 0.0
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj")
-    """Names of the ``nn.Linear`` modules of the vision tower that get LoRA adapters (SigLIP's attention)."""
+    """Names of the ``nn.Linear`` modules of the backbone that get LoRA adapters: SigLIP's attention; with
+    ``hf-vlm`` also the decoder's ``q_proj, k_proj, v_proj`` (add ``o_proj``, Llama's output projection, for all of
+    its attention)."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for an architecture that cannot be built."""
@@ -136,9 +146,24 @@ class VLAPolicyCfg:
 
     def _check_backbone(self) -> None:
         expect(
-            self.backbone in ("cnn", "hf-vision"), "backbone", f"must be 'cnn' or 'hf-vision', got {self.backbone!r}"
+            self.backbone in ("cnn", "hf-vision", "hf-vlm"),
+            "backbone",
+            f"must be 'cnn', 'hf-vision' or 'hf-vlm', got {self.backbone!r}",
         )
         self.trainable_layers()
+        expect(
+            isinstance(self.vlm_layers, int) and self.vlm_layers >= 0,
+            "vlm_layers",
+            f"must be an integer >= 0 (0: all decoder layers), got {self.vlm_layers}",
+        )
+        if self.backbone == "hf-vlm":
+            self._check_vlm()
+        else:
+            expect(
+                self.vlm_layers == 0,
+                "vlm_layers",
+                "applies to backbone 'hf-vlm' only: leave it 0, or set --agent.policy.backbone hf-vlm",
+            )
         expect(
             isinstance(self.backbone_layers, int) and self.backbone_layers >= 0,
             "backbone_layers",
@@ -163,3 +188,22 @@ class VLAPolicyCfg:
                 "backbone_path",
                 f"must name a local transformers model directory (or a cached hub name) for backbone {self.backbone!r}",
             )
+
+    def _check_vlm(self) -> None:
+        expect(
+            self.language_dim > 0,
+            "language_dim",
+            "must be > 0 with backbone 'hf-vlm': its decoder reads one instruction token (384 for MiniLM; "
+            "--agent.policy.language_dim); without language use backbone 'hf-vision'",
+        )
+        expect(
+            len(self.cameras) >= 1,
+            "cameras",
+            "must name at least one camera with backbone 'hf-vlm' (its decoder runs over the camera tokens)",
+        )
+        expect(
+            self.backbone_reduce == "pool",
+            "backbone_reduce",
+            "must be 'pool' with backbone 'hf-vlm': its decoder takes text-width visual tokens, which pixel shuffle "
+            "would widen (set token_grid to the connector's grid for no reduction)",
+        )

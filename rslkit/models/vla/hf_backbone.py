@@ -6,7 +6,8 @@ Supported checkpoints, by the ``model_type`` of their ``config.json``:
   the final LayerNorm (the attention-pooling head is dropped);
 - ``smolvlm`` / ``idefics3`` (SmolVLM2, SmolVLM, Idefics3): the VLM's vision model and its connector (pixel shuffle
   by ``scale_factor``, then the pretrained projection to the text width): the visual tokens SmolVLA feeds its
-  decoder. The text decoder is dropped (it is loaded with the checkpoint, then freed).
+  decoder. The text decoder is dropped (it is loaded with the checkpoint, then freed); ``backbone="hf-vlm"``
+  (:mod:`rslkit.models.vla.hf_vlm`) runs it.
 
 The tower runs on the image resized to its ``image_size`` and normalized with the mean/std of the checkpoint's
 ``preprocessor_config.json`` (SigLIP's and Idefics3's default 0.5/0.5 without one), all torch ops and buffers, so
@@ -63,6 +64,39 @@ def resolve_model_dir(name: str) -> Path:
         ) from err
 
 
+def checkpoint_type(directory: Path) -> str:
+    """The ``model_type`` of the ``config.json`` in ``directory`` ("" when it names none).
+
+    Raises:
+        FileNotFoundError: ``directory`` has no ``config.json``, saying how to make a model directory.
+    """
+    if not (directory / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{directory} has no config.json: not a transformers model directory. Save one with "
+            "model.save_pretrained(DIR) (or `hf download NAME`) and pass --agent.policy.backbone_path DIR."
+        )
+    return str(json.loads((directory / "config.json").read_text()).get("model_type", ""))
+
+
+def load_model(directory: Path, class_name: str) -> tuple[Any, list[str]]:
+    """``(model, missing weight names)``: the ``transformers`` class ``class_name`` from ``directory``, offline, in
+    float32 with SDPA attention (its loading report, which lists the weights a tower drops, is silenced)."""
+    try:
+        import transformers
+    except ImportError as err:
+        raise ImportError(f"Pretrained backbones need transformers: {_INSTALL_HINT}.") from err
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        model, info = getattr(transformers, class_name).from_pretrained(
+            str(directory), local_files_only=True, dtype=torch.float32, attn_implementation="sdpa",
+            output_loading_info=True,
+        )  # fmt: skip
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    return model, sorted(info["missing_keys"])
+
+
 def image_normalization(directory: Path) -> tuple[list[float], list[float]]:
     """``(mean, std)`` per RGB channel from ``preprocessor_config.json``; SigLIP / Idefics3's 0.5, 0.5 without it."""
     file = directory / "preprocessor_config.json"
@@ -84,28 +118,25 @@ class VisionTower(nn.Module):
     Args:
         name: local directory or cached hub name (:func:`resolve_model_dir`).
         num_layers: keep the first N encoder layers; 0: all.
+        loaded: the checkpoint's :func:`load_model` result, when the caller loaded it already (``hf-vlm`` keeps
+            its text decoder too); None: load it here.
 
     Raises:
         ValueError: an unsupported ``model_type``, a checkpoint without the tower's weights, or more layers asked
             for than it has.
     """
 
-    def __init__(self, name: str, num_layers: int = 0) -> None:
+    def __init__(self, name: str, num_layers: int = 0, loaded: tuple[Any, list[str]] | None = None) -> None:
         super().__init__()
         directory = resolve_model_dir(name)
-        if not (directory / "config.json").is_file():
-            raise FileNotFoundError(
-                f"{directory} has no config.json: not a transformers model directory. Save one with "
-                "model.save_pretrained(DIR) (or `hf download NAME`) and pass --agent.policy.backbone_path DIR."
-            )
-        model_type = json.loads((directory / "config.json").read_text()).get("model_type", "")
+        model_type = checkpoint_type(directory)
         if model_type not in _TOWERS:
             raise ValueError(
                 f"The backbone {name!r} is a {model_type!r} model; hf-vision takes {sorted(_TOWERS)} checkpoints "
                 "(SigLIP, or SmolVLM / SmolVLM2 / Idefics3)."
             )
         self.kind = "siglip" if _TOWERS[model_type] == "SiglipVisionModel" else "vlm"
-        vision, connector, self.scale = self._load(directory, _TOWERS[model_type], name)
+        vision, connector, self.scale = self._split(loaded or load_model(directory, _TOWERS[model_type]), name)
         self.connector: Any = connector
         cfg = vision.config
         layers = list(vision.encoder.layers)
@@ -125,29 +156,16 @@ class VisionTower(nn.Module):
         """Size of each token."""
         self.mean, self.std = image_normalization(directory)
 
-    @staticmethod
-    def _load(directory: Path, class_name: str, name: str) -> tuple[Any, Any, int]:
-        """``(vision model, connector or None, pixel-shuffle factor)`` from the checkpoint, in float32."""
-        try:
-            import transformers
-        except ImportError as err:
-            raise ImportError(f"Pretrained backbones need transformers: {_INSTALL_HINT}.") from err
-        verbosity = transformers.logging.get_verbosity()
-        transformers.logging.set_verbosity_error()  # its report lists the text weights we drop; missing ones: below
-        try:
-            model, info = getattr(transformers, class_name).from_pretrained(
-                str(directory), local_files_only=True, dtype=torch.float32, attn_implementation="sdpa",
-                output_loading_info=True,
-            )  # fmt: skip
-        finally:
-            transformers.logging.set_verbosity(verbosity)
-        missing = [k for k in info["missing_keys"] if "text_model" not in k and "lm_head" not in k]
+    def _split(self, loaded: tuple[Any, list[str]], name: str) -> tuple[Any, Any, int]:
+        """``(vision model, connector or None, pixel-shuffle factor)`` of a :func:`load_model` result."""
+        model, missing_keys = loaded
+        missing = [k for k in missing_keys if "text_model" not in k and "lm_head" not in k]
         if missing:
             raise ValueError(
                 f"The checkpoint {name!r} lacks weights of its vision tower ({missing[:4]}...): it would run "
                 "with random weights. Save the whole model (model.save_pretrained) or use another checkpoint."
             )
-        if class_name == "SiglipVisionModel":
+        if self.kind == "siglip":
             return model, None, 1
         return model.vision_model, model.connector, int(model.config.scale_factor)
 
@@ -180,6 +198,17 @@ def reduce_grid(tokens: torch.Tensor, side: int, grid: int, mode: str) -> torch.
     return x.flatten(2).transpose(1, 2)
 
 
+def check_token_grid(grid: int, side: int, name: str) -> None:
+    """Raise ``ValueError`` unless ``token_grid = grid`` divides the ``side x side`` token grid of the tower ``name``
+    (the message lists the values that do)."""
+    if grid > side or side % grid:
+        fits = [k for k in range(1, side + 1) if side % k == 0]
+        raise ValueError(
+            f"token_grid {grid} must divide the {side}x{side} token grid of {name!r}: set "
+            f"--agent.policy.token_grid to one of {fits}."
+        )
+
+
 class HFVisionTokenizer(nn.Module):
     """``images [B, 3, H, W]`` in ``[0, 1]`` -> ``[B, G*G, d]`` through a pretrained vision tower.
 
@@ -199,12 +228,7 @@ class HFVisionTokenizer(nn.Module):
         super().__init__()
         self.tower = VisionTower(cfg.backbone_path, cfg.backbone_layers)
         g, grid = self.tower.grid, cfg.token_grid
-        if grid > g or g % grid:
-            fits = [k for k in range(1, g + 1) if g % k == 0]
-            raise ValueError(
-                f"token_grid {grid} must divide the {g}x{g} token grid of {cfg.backbone_path!r}: set "
-                f"--agent.policy.token_grid to one of {fits}."
-            )
+        check_token_grid(grid, g, cfg.backbone_path)
         self.grid, self.reduce = grid, cfg.backbone_reduce
         self.register_buffer("mean", torch.tensor(self.tower.mean).view(1, 3, 1, 1))
         self.register_buffer("std", torch.tensor(self.tower.std).view(1, 3, 1, 1))
@@ -213,7 +237,7 @@ class HFVisionTokenizer(nn.Module):
         width = self.tower.width * ((g // grid) ** 2 if self.reduce == "shuffle" else 1)
         self.proj = nn.Linear(width, cfg.d_model)
         self.frozen = cfg.backbone_trainable == "frozen"
-        configure_trainable(self.tower, cfg)
+        configure_trainable(self.tower, cfg, self.tower.layers, [self.tower.post_layernorm, self.tower.connector])
 
     @property
     def num_tokens(self) -> int:

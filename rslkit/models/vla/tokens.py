@@ -4,6 +4,11 @@ Layout along the token axis, fixed by the config: ``[state, instruction (if any)
 Every slot adds a learned position embedding, so the expert can tell the state from the instruction and one
 camera's patch from another's. Images are encoded by a small CNN per camera (:class:`ImageTokenizer`) or by one
 pretrained vision tower shared by all cameras (:class:`~rslkit.models.vla.hf_backbone.HFVisionTokenizer`).
+
+With ``backbone="hf-vlm"`` the whole sequence comes from a pretrained VLM's decoder layers
+(:class:`~rslkit.models.vla.hf_vlm.HFVLMTokenizer`), in SmolVLA's prefix order
+``[camera 1 (G*G), camera 2 ..., instruction, state]``; the position embeddings and the final LayerNorm are added
+here as for the other backbones.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from torch import nn
 
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.hf_backbone import HFVisionTokenizer
+from rslkit.models.vla.hf_vlm import HFVLMTokenizer
 
 
 class ImageTokenizer(nn.Module):
@@ -46,22 +52,27 @@ class ObservationTokenizer(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.cameras = tuple(cfg.cameras)
-        self.state = nn.Sequential(nn.Linear(state_dim, d), nn.GELU(), nn.Linear(d, d))
-        self.language = nn.Linear(cfg.language_dim, d) if cfg.language_dim > 0 else None
+        self.vlm = HFVLMTokenizer(state_dim, cfg) if cfg.backbone == "hf-vlm" else None
+        """The pretrained VLM that gives every token (``backbone="hf-vlm"``); the encoders below are then not built."""
+        vlm = self.vlm is not None
+        self.state = None if vlm else nn.Sequential(nn.Linear(state_dim, d), nn.GELU(), nn.Linear(d, d))
+        self.language = nn.Linear(cfg.language_dim, d) if cfg.language_dim > 0 and not vlm else None
         cnn = cfg.backbone == "cnn" or not self.cameras
         self.images = nn.ModuleDict(
             {c: ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d) for c in self.cameras} if cnn else {}
         )
         """One CNN per camera (``backbone="cnn"``)."""
-        self.backbone = None if cnn else HFVisionTokenizer(cfg)
+        self.backbone = None if cnn or vlm else HFVisionTokenizer(cfg)
         """The pretrained vision tower all cameras share (``backbone="hf-vision"``)."""
         self.tokens_per_camera = cfg.token_grid**2
-        self.num_tokens = 1 + (self.language is not None) + len(self.cameras) * self.tokens_per_camera
+        self.num_tokens = 1 + (cfg.language_dim > 0) + len(self.cameras) * self.tokens_per_camera
         self.position = nn.Parameter(torch.randn(self.num_tokens, d) * 0.02)
         self.norm = nn.LayerNorm(d)
 
     def layout(self) -> list[tuple[str, slice]]:
         """``[(name, token slice), ...]``: ``state``, ``instruction`` and ``camera_<name>`` in token order."""
+        if self.vlm is not None:
+            return self.vlm.layout()
         out, start = [("state", slice(0, 1))], 1
         if self.language is not None:
             out.append(("instruction", slice(1, 2)))
@@ -76,6 +87,9 @@ class ObservationTokenizer(nn.Module):
     ) -> torch.Tensor:
         """``state [B, S]``, ``language [B, E]`` (None without language), ``images {camera: [B, 3, H, W]}`` ->
         ``[B, L, d]``."""
+        if self.vlm is not None:
+            return self.norm(self.vlm(state, language, images) + self.position)
+        assert self.state is not None  # built for every backbone but hf-vlm
         parts = [self.state(state).unsqueeze(1)]
         if self.language is not None:
             if language is None:

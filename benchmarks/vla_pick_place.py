@@ -1,0 +1,241 @@
+"""VLA pick-and-place on ``so101-pick-place``: success per instruction after BC from scripted demonstrations and
+after ReinFlow fine-tuning, the wall-clock of each stage, the exported model's chunk latency and rendering frames/s.
+
+    .venv/bin/python benchmarks/vla_pick_place.py --workdir /tmp/vla --bc_iterations 100 --rl_iterations 30
+
+Each stage runs the command a user types, as a child process, and is timed; a stage whose output is already in
+``--workdir`` is skipped (its earlier figures are kept), so a stopped benchmark continues where it stopped:
+
+  record    ``python -m rslkit.record --task so101-pick-place --expert --episodes 200 --num_envs 16 --obs_group
+            proprio --env.cameras front --camera front --out WORKDIR/pick_place``: the scripted expert, one of the
+            four instructions per episode, the front camera at 64x64 as an AV1 video (LeRobotDataset v3).
+  bc        ``train.py --task so101-pick-place --algo vla-bc --dataset WORKDIR/pick_place --num_envs 32
+            --max_iterations N``: the task's VLA recipe (front camera, MiniLM instruction, proprio state, chunks of
+            16, 100 updates per iteration), evaluated on 32 envs every 25 iterations.
+  reinflow  ``train.py --task so101-pick-place --algo vla-reinflow --checkpoint <bc run>/model_N.pt --num_envs 32
+            --max_iterations M``: ReinFlow over the action expert with a critic on the privileged state.
+  eval      every checkpoint named by ``--eval`` (default: the last BC and the last ReinFlow one):
+            ``--eval_episodes`` deterministic episodes from fixed start states (seed ``EVAL_SEED``), success overall
+            and per instruction.
+  latency   the last checkpoint exported to ONNX (``python -m rslkit.export``): batch-1 chunk latency with ONNX
+            Runtime on one thread (median, p99) and its largest difference from torch.
+  render    frames/s of the front camera at 64x64 (``--env.cameras front``) on 1 and 32 envs.
+
+Results: benchmarks/results/vla_pick_place.json (``--out``), rewritten after every stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C  # noqa: E402
+
+TASK = "so101-pick-place"
+EVAL_SEED = 20_000
+PYTHON = sys.executable
+
+
+def timed(cmd: list[str], log: Path) -> float:
+    """Run ``cmd`` from the repository root with stdout and stderr in ``log``; its wall-clock in seconds."""
+    print("$ " + " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        code = subprocess.run(cmd, cwd=C.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise SystemExit(f"{cmd[1]} failed with exit code {code}; see {log}")
+    return time.perf_counter() - t0
+
+
+def last_checkpoint(run_root: Path) -> Path:
+    """The newest ``model_<i>.pt`` of the single run directory under ``run_root``."""
+    ckpts = sorted(run_root.rglob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    if not ckpts:
+        raise SystemExit(f"No model_<i>.pt under {run_root}")
+    return ckpts[-1]
+
+
+def eval_curve(run_root: Path) -> list[dict[str, float]]:
+    """The run's in-training evaluations (``metrics.csv`` rows with ``Eval/success_rate``)."""
+    import csv
+
+    rows: list[dict[str, float]] = []
+    for path in run_root.rglob("metrics.csv"):
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                if row.get("Eval/success_rate"):
+                    keep = {k: float(v) for k, v in row.items() if v and (k == "iteration" or k.startswith("Eval/"))}
+                    rows.append(keep)
+    return sorted(rows, key=lambda r: r["iteration"])
+
+
+# ------------------------------------------------------------------ stages
+def stage_record(args: argparse.Namespace, dataset: Path) -> dict[str, Any]:
+    """The scripted expert's demonstrations into ``dataset``, timed."""
+    cmd = [PYTHON, "-m", "rslkit.record", "--task", TASK, "--expert", "--episodes", str(args.episodes),
+           "--num_envs", "16", "--obs_group", "proprio", "--env.cameras", "front", "--camera", "front",
+           "--out", str(dataset)]  # fmt: skip
+    seconds = timed(cmd, args.workdir / "record.log")
+    return {"command": " ".join(cmd[1:]), "seconds": seconds}
+
+
+def stage_train(args: argparse.Namespace, name: str, extra: list[str], iterations: int) -> dict[str, Any]:
+    """``train.py`` on the task into ``WORKDIR/<name>`` (a checkpoint every 10 iterations), timed."""
+    cmd = [PYTHON, "train.py", "--task", TASK, "--num_envs", str(args.num_envs), "--max_iterations", str(iterations),
+           "--logdir", str(args.workdir / name), "--threads", str(args.threads), "--seed", str(args.seed),
+           "--agent.save_interval", "10", *extra]  # fmt: skip
+    seconds = timed(cmd, args.workdir / f"{name}.log")
+    return {"command": " ".join(cmd[1:]), "seconds": seconds, "checkpoint": str(last_checkpoint(args.workdir / name))}
+
+
+def evaluate_checkpoint(ckpt: Path, episodes: int) -> dict[str, Any]:
+    """Success overall and per instruction of ``episodes`` deterministic episodes of the checkpoint's policy."""
+    import torch
+
+    from rslkit.recipes.run import load_run
+    from rslkit.runners.instructed_env import run_instructed_episodes
+
+    t0 = time.perf_counter()
+    env, runner, _ = load_run(ckpt, num_envs=episodes, seed=EVAL_SEED)
+    result = run_instructed_episodes(env, runner.inference_policy(), runner.reset_inference)
+    per: dict[str, dict[str, float]] = {}
+    for g, text in enumerate(env.instructions):
+        mask = result.goal == g
+        per[text] = {"episodes": int(mask.sum()), "success": float(result.success[mask].float().mean())}
+    return {
+        "checkpoint": str(ckpt),
+        "episodes": episodes,
+        "success": float(result.success.float().mean()),
+        "per_instruction": per,
+        "mean_episode_length": float(result.lengths.mean()),
+        "seconds": time.perf_counter() - t0,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def latency(ckpt: Path, workdir: Path, iters: int) -> dict[str, Any]:
+    """Export ``ckpt`` and time batch-1 chunk inference with ONNX Runtime (one thread); parity with torch."""
+    import numpy as np
+    import torch
+
+    from rslkit.deploy.onnx_policy import OnnxPolicy
+    from rslkit.recipes.run import load_run
+
+    onnx_path = workdir / "vla.onnx"
+    cmd = [PYTHON, "-m", "rslkit.export", "--checkpoint", str(ckpt), "--out", str(onnx_path)]
+    export_seconds = timed(cmd, workdir / "export.log")
+    env, runner, _ = load_run(ckpt, num_envs=1, seed=EVAL_SEED)
+    onnx = OnnxPolicy(onnx_path, intra_op_threads=1)
+    obs = env.get_observations()
+    text = env.instructions[int(obs["goal"].reshape(-1)[0])]
+    inputs: dict[str, Any] = {g: obs[g].cpu().numpy() for g in onnx.obs_groups if g != "instruction"}
+    inputs["instruction"] = text
+    noise = np.random.default_rng(0).standard_normal((1, onnx.chunk_length, onnx.action_dim)).astype(np.float32)
+    for _ in range(20):
+        onnx(inputs, noise)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        onnx(inputs, noise)
+        times.append(time.perf_counter() - t)
+    torch_obs = {g: torch.from_numpy(v) for g, v in inputs.items() if g != "instruction"}
+    torch_obs["instruction"] = torch.from_numpy(onnx.instruction_embedding(text)).reshape(1, -1)
+    with torch.inference_mode():
+        torch_chunk = runner.policy.act_chunk(torch_obs, torch.from_numpy(noise))
+    diff = float(np.abs(onnx(inputs, noise) - torch_chunk.numpy()).max())
+    ms = np.array(times) * 1e3
+    return {"command": " ".join(cmd[1:]), "export_seconds": export_seconds, "median_ms": float(np.median(ms)),
+            "p99_ms": float(np.percentile(ms, 99)), "max_abs_diff_vs_torch": diff, "iters": iters}  # fmt: skip
+
+
+def render_fps(num_envs: int, steps: int) -> float:
+    """Env steps x envs per second with the front camera on, zero actions (rendering dominates)."""
+    import torch
+
+    from rslkit.recipes import build_env
+
+    env = build_env(TASK, ["--env.cameras", "front"], num_envs=num_envs, seed=0)
+    actions = torch.zeros(num_envs, env.num_actions)
+    env.step(actions)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions)
+    return steps * num_envs / (time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ driver
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, required=True, help="datasets, runs and logs (reused when rerun)")
+    parser.add_argument("--stages", nargs="+", default=["record", "bc", "reinflow", "eval", "latency", "render"])
+    parser.add_argument("--episodes", type=int, default=200, help="scripted demonstrations")
+    parser.add_argument("--bc_iterations", type=int, default=100)
+    parser.add_argument("--rl_iterations", type=int, default=30)
+    parser.add_argument("--num_envs", type=int, default=32, help="envs of training and in-training evaluation")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of every stage")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval", nargs="*", type=Path, default=None, help="checkpoints to evaluate")
+    parser.add_argument("--eval_episodes", type=int, default=256)
+    parser.add_argument("--latency_iters", type=int, default=500)
+    parser.add_argument("--rl_extra", nargs="*", default=[], help="more train.py arguments of the ReinFlow stage")
+    parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/vla_pick_place.json)")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    state_path = args.workdir / "results.json"
+    results: dict[str, Any] = json.loads(state_path.read_text()) if state_path.exists() else {}
+    results["machine"] = C.machine_info(["torch", "mujoco", "onnxruntime", "transformers", "av"])
+    C.print_machine_info(results["machine"])
+
+    def save() -> None:
+        state_path.write_text(json.dumps(results, indent=2))
+        C.write_results("vla_pick_place", results, args.out)
+
+    dataset = args.workdir / "pick_place"
+    if "record" in args.stages and not (dataset / "meta" / "info.json").exists():
+        results["record"] = stage_record(args, dataset)
+        save()
+    if "bc" in args.stages and not list((args.workdir / "bc").rglob(f"model_{args.bc_iterations}.pt")):
+        results["bc"] = stage_train(args, "bc", ["--algo", "vla-bc", "--dataset", str(dataset)], args.bc_iterations)
+        save()
+    if "bc" in results:
+        results["bc"]["curve"] = eval_curve(args.workdir / "bc")
+    if "reinflow" in args.stages and not list((args.workdir / "reinflow").rglob("model_*.pt")):
+        bc_ckpt = last_checkpoint(args.workdir / "bc")
+        extra = ["--algo", "vla-reinflow", "--checkpoint", str(bc_ckpt), *args.rl_extra]
+        results["reinflow"] = stage_train(args, "reinflow", extra, args.rl_iterations)
+        save()
+    if "reinflow" in results:
+        results["reinflow"]["curve"] = eval_curve(args.workdir / "reinflow")
+    if "eval" in args.stages:
+        ckpts = args.eval
+        if ckpts is None:
+            ckpts = [last_checkpoint(args.workdir / s) for s in ("bc", "reinflow") if (args.workdir / s).exists()]
+        evals = results.setdefault("eval", {})
+        for ckpt in ckpts:
+            if str(ckpt) not in evals:
+                evals[str(ckpt)] = evaluate_checkpoint(ckpt, args.eval_episodes)
+                print(json.dumps(evals[str(ckpt)], indent=1), flush=True)
+                save()
+    if "latency" in args.stages:
+        stage = "reinflow" if (args.workdir / "reinflow").exists() else "bc"
+        results["latency"] = latency(last_checkpoint(args.workdir / stage), args.workdir, args.latency_iters)
+        print(json.dumps(results["latency"]), flush=True)
+        save()
+    if "render" in args.stages:
+        results["render_steps_per_s"] = {str(n): render_fps(n, 200 if n == 1 else 50) for n in (1, 32)}
+        print(json.dumps(results["render_steps_per_s"]), flush=True)
+    save()
+
+
+if __name__ == "__main__":
+    main()
