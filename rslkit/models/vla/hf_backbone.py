@@ -209,6 +209,14 @@ def check_token_grid(grid: int, side: int, name: str) -> None:
         )
 
 
+def tower_input(images: torch.Tensor, size: int, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``images [B, 3, H, W]`` in ``[0, 1]`` -> a vision tower's input ``[B, 3, size, size]``: resized (bilinear)
+    where needed, normalized with the checkpoint's ``mean`` / ``std``."""
+    if tuple(images.shape[-2:]) != (size, size):
+        images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
+    return (images - mean) / std
+
+
 class HFVisionTokenizer(nn.Module):
     """``images [B, 3, H, W]`` in ``[0, 1]`` -> ``[B, G*G, d]`` through a pretrained vision tower.
 
@@ -253,10 +261,7 @@ class HFVisionTokenizer(nn.Module):
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
         """``images [B, 3, H, W]`` in ``[0, 1]`` -> the tower's input ``[B, 3, S, S]``."""
-        size = self.tower.image_size
-        if tuple(images.shape[-2:]) != (size, size):
-            images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
-        return (images - self.mean) / self.std
+        return tower_input(images, self.tower.image_size, self.mean, self.std)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """``images [B, 3, H, W]`` in ``[0, 1]`` -> tokens ``[B, G*G, d]``."""

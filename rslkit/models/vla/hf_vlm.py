@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from rslkit.models.vla.backbone_tuning import configure_trainable
@@ -36,6 +35,7 @@ from rslkit.models.vla.hf_backbone import (
     load_model,
     reduce_grid,
     resolve_model_dir,
+    tower_input,
 )
 
 _VLMS = {"smolvlm": "SmolVLMModel", "idefics3": "Idefics3Model"}
@@ -165,10 +165,7 @@ class HFVLMTokenizer(nn.Module):
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
         """``images [B, 3, H, W]`` in ``[0, 1]`` -> the tower's input ``[B, 3, S, S]`` (resized, normalized)."""
-        size = self.tower.image_size
-        if tuple(images.shape[-2:]) != (size, size):
-            images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
-        return (images - self.mean) / self.std
+        return tower_input(images, self.tower.image_size, self.mean, self.std)
 
     def prefix(self, state: torch.Tensor, language: torch.Tensor, images: dict[str, torch.Tensor]) -> torch.Tensor:
         """The decoder's input ``[B, L, D]``: visual tokens of every camera, the instruction, the state.
