@@ -15,6 +15,9 @@ Then, for each configuration, one ``python -m rslkit.realworld local --task so10
 The actor runs unpaced and in lockstep with the learner (``--actor.realtime false --actor.lockstep true``): each
 episode waits until the learner did the updates it owes (UTD ``--utd``), so the curves measure sample efficiency
 in episodes, not this machine's speed. Success is the task's own (the cube ``lift_height`` up at the episode's end).
+After each run the learner's last checkpoint is also evaluated without exploration noise (``play.py --checkpoint RUN
+--episodes --eval_episodes``: deterministic actions, one episode per env from fresh start states). ``--extra``
+passes more flags to every run (``--extra --agent.policy.num_critics 10``).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def run_config(name: str, parts: tuple[str, ...], args: argparse.Namespace, demo
         cmd += ["--agent.demo_path", str(demos), "--learner.bc_warmstart_updates", str(args.bc_updates)]
     if "interventions" in parts:
         cmd += ["--actor.interventions", "scripted", "--actor.takeover_decay", str(args.decay)]
+    cmd += args.extra
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
     full = ["unshare", "-n", "sh", "-c", f"{lo_up} && {quoted}"] if shutil.which("unshare") else cmd
@@ -105,6 +109,13 @@ def analyse(run_dir: Path, window: int) -> dict[str, Any]:
     }
 
 
+def evaluate_final(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
+    """Deterministic success of the learner's last checkpoint in ``run_dir`` over ``episodes`` fresh episodes."""
+    from rslkit.cli.play import main as play
+
+    return play(["--checkpoint", str(run_dir), "--episodes", str(episodes), "--seed", str(10_000 + seed)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
@@ -117,6 +128,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3 * 3600)
     parser.add_argument("--logdir", default="/tmp/rslkit_bench_so101_lift")
+    parser.add_argument("--eval_episodes", type=int, default=100, help="deterministic episodes of the final policy")
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags of every run (last)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON written after each configuration")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -132,14 +145,18 @@ def main() -> None:
     print(f"demonstrations: {results['demos']}", flush=True)
     for name in args.configs:
         t0 = time.time()
-        result = analyse(run_config(name, CONFIGS[name], args, demos, logdir), args.window)
+        run_dir = run_config(name, CONFIGS[name], args, demos, logdir)
+        result = analyse(run_dir, args.window)
         result["wall_s"] = time.time() - t0
+        if args.eval_episodes > 0:
+            result["final_policy_eval"] = evaluate_final(run_dir, args.eval_episodes, args.seed)
         results["configs"][name] = result
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1))
         blocks = " ".join(f"{b['success']:.2f}/{b['intervention_rate']:.2f}" for b in result["blocks_of_20"])
         print(f"{name}: 90% at episode {result['first_episode_with_90pct_over_window']}; per 20 episodes "
-              f"success/intervention rate {blocks}; {result['wall_s']:.0f} s", flush=True)  # fmt: skip
+              f"success/intervention rate {blocks}; {result['wall_s']:.0f} s; final policy "
+              f"{result.get('final_policy_eval')}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

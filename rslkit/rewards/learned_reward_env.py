@@ -107,6 +107,24 @@ class LearnedRewardEnv(VecEnv):
     def get_observations(self) -> TensorDict:
         return self.env.get_observations()
 
+    def reset_envs(self, env_ids: torch.Tensor) -> TensorDict:
+        """Start fresh episodes in ``env_ids [K]`` now (the task's ``reset_envs``); their values restart at 0 from
+        the new first observation, and the unfinished episodes are not logged in the monitors.
+
+        Raises:
+            ValueError: when the task cannot reset single envs.
+        """
+        reset = getattr(self.env, "reset_envs", None)
+        if not callable(reset):
+            raise ValueError(f"{type(self.env).__name__} cannot reset single envs (it has no reset_envs).")
+        obs = reset(env_ids)
+        ids = torch.as_tensor(env_ids, dtype=torch.long).reshape(-1).cpu()
+        self._anchor[ids.to(obs.device)] = obs[ids.to(obs.device)]
+        self.value[ids], self._since[ids] = 0.0, 0
+        for i in ids.tolist():
+            self._values[i], self._deltas[i] = [0.0], []
+        return obs
+
     def state_dict(self) -> dict[str, Any]:
         """The task's state (if it has one) and the critic's per-env anchor frame, value and steps since scoring, so
         that a resumed run continues the values of running episodes."""

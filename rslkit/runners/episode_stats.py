@@ -41,6 +41,12 @@ class EpisodeStats:
         self.returns[ids] = 0.0
         self.lengths[ids] = 0.0
 
+    def restart(self, env_ids: torch.Tensor) -> None:
+        """Forget what was accumulated since the last episode end of ``env_ids`` (their env started a fresh
+        episode outside ``dones``, e.g. an action-chunk wrapper restarting a spoiled episode start)."""
+        self.returns[env_ids] = 0.0
+        self.lengths[env_ids] = 0.0
+
     def summary(self) -> dict[str, float]:
         """Mean return, length and success rate over the window (empty until an episode finishes)."""
         out = {}

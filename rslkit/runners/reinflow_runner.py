@@ -45,10 +45,18 @@ class ChainRunCfg(RunCfg):
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
     check_for_nan: bool = True
+    restart_ended_episodes: str = "auto"
+    """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
+    ``reset_envs``; the rest of the old chunk never drives a new episode, see
+    :class:`~rslkit.envs.action_chunk.ActionChunkWrapper`), ``continue`` lets the new episode run the old chunk's
+    remaining actions, ``auto`` restarts where the env can (TorchTask envs; a Gymnasium env continues)."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the fine-tuning loop cannot run with."""
         super().check()
+        mode = self.restart_ended_episodes
+        expect(mode in ("auto", "restart", "continue"), "restart_ended_episodes",
+               f"must be 'auto', 'restart' or 'continue', got {mode!r}")  # fmt: skip
         steps = self.num_steps_per_env
         expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
         every = self.eval_interval
@@ -100,7 +108,9 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
         self.alg = alg
         self.initialized = initialized
         """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
-        self.chunk_env = ActionChunkWrapper(self.env, alg.chain.horizon, self.cfg.algorithm.gamma)
+        mode = self.cfg.restart_ended_episodes
+        restart = mode == "restart" or (mode == "auto" and callable(getattr(self.env, "reset_envs", None)))
+        self.chunk_env = ActionChunkWrapper(self.env, alg.chain.horizon, self.cfg.algorithm.gamma, restart)
         self.stats = EpisodeStats(self.env.num_envs, self.device)
         self.total_env_steps = 0
         self._executor: ChunkExecutor | None = None
@@ -152,6 +162,7 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
                 step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
                 for j in range(step_rewards.shape[1]):
                     self.stats.update(step_rewards[:, j], step_dones[:, j], None)
+                self.stats.restart(extras["restarted"].to(self.device).nonzero().squeeze(-1))
                 env_log.add(extras["log"])
             self.alg.compute_returns(obs)
         t1 = time.perf_counter()

@@ -113,3 +113,29 @@ def test_demos_bc_reinflow_improves_on_pendulum(tmp_path):
     print(f"BC {bc_return:.1f} -> ReinFlow {fine_tuned:.1f} in {time.perf_counter() - start:.1f} s")
     assert bc_return < -200  # imperfect: the demonstrations' noise is cloned
     assert fine_tuned > bc_return + 25
+
+
+@pytest.mark.parametrize("mode, restarts", [("auto", True), ("continue", False)])
+def test_runner_starts_every_episode_at_a_decision(mode, restarts):
+    """10-step episodes, 4-step chunks: restarted, each episode runs 3 decisions from its reset (2 steps of the
+    third are thrown away); continued, the old chunk's last 2 actions drive the new episode's first steps."""
+    torch.manual_seed(0)
+    policy = FlowPolicyCfg(horizon=4, num_inference_steps=2, hidden_dim=32, num_blocks=1)
+    cfg = ReinFlowRunnerCfg(policy=policy, num_steps_per_env=8, eval_interval=0, restart_ended_episodes=mode, logger=())
+    runner = ReinFlowRunner(make_env("pendulum", num_envs=4, episode_length=10, seed=0), cfg, None)
+    assert runner.chunk_env.restart_ended is restarts
+    runner.initialized = True  # random weights are enough here
+    metrics = runner.learn(1)  # its statistics count the episodes' own steps either way
+    assert metrics["Train/mean_episode_length"] == 10.0
+    with torch.inference_mode():  # the env's tensors were made under inference mode
+        runner.env.reset()
+        for _ in range(8):
+            runner.chunk_env.step(torch.zeros(4, 4, 1))
+    assert runner.env.episode_length_buf.tolist() == ([8] * 4 if restarts else [2] * 4)
+
+
+def test_runner_refuses_an_unknown_restart_mode():
+    from rslkit.utils.validation import ConfigError
+
+    with pytest.raises(ConfigError, match="restart_ended_episodes"):
+        ReinFlowRunnerCfg(restart_ended_episodes="sometimes").check()

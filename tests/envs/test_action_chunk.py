@@ -66,3 +66,33 @@ def test_shapes_and_real_task():
         env.step(torch.zeros(4, 3, 1))
     with pytest.raises(ValueError, match="horizon must be >= 1"):
         ActionChunkWrapper(env.env, 0, 0.99)
+
+
+class RestartableCountEnv(CountEnv):
+    """CountEnv whose single episodes can be restarted (as TorchTask's ``reset_envs``)."""
+
+    def reset_envs(self, env_ids):
+        self.episode_length_buf[env_ids] = 0
+        return self.get_observations()
+
+
+def test_restart_ended_starts_a_fresh_episode_at_the_next_decision():
+    env = ActionChunkWrapper(RestartableCountEnv([10, 2, 3], [False, True, False]), horizon=4, gamma=0.5,
+                             restart_ended=True)  # fmt: skip
+    chunk = torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 4, 1).expand(3, 4, 1)
+    obs, rewards, dones, extras = env.step(chunk)
+    # Rewards, dones and discounts of the decision are those without restarting ...
+    torch.testing.assert_close(rewards, torch.tensor([1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 4, 1 + 0.5 * 2, 1 + 1 + 0.75]))
+    assert dones.tolist() == [False, True, True] and extras["restarted"].tolist() == [False, True, True]
+    # ... but envs 1 and 2 are at the first step of a fresh episode, not driven into it by the old chunk.
+    assert obs["policy"].squeeze(-1).tolist() == [4.0, 0.0, 0.0]
+    assert env.env.episode_length_buf.tolist() == [4, 0, 0]
+    _, _, dones, extras = env.step(chunk)  # env 2's fresh 3-step episode ends inside the next chunk again
+    assert dones.tolist() == [False, True, True] and extras["steps"].tolist() == [4, 2, 3]
+
+
+def test_restart_ended_needs_reset_envs():
+    with pytest.raises(ValueError, match="reset_envs"):
+        ActionChunkWrapper(CountEnv([3], [True]), horizon=4, gamma=0.9, restart_ended=True)
+    env = ActionChunkWrapper(CountEnv([3], [True]), horizon=4, gamma=0.9)
+    assert env.step(torch.ones(1, 4, 1))[3]["restarted"].tolist() == [False]

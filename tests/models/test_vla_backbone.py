@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from tensordict import TensorDict
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -15,11 +14,12 @@ pytest.importorskip("peft")
 from rslkit.algorithms.flow_bc import FlowBC, FlowBCCfg  # noqa: E402
 from rslkit.deploy.export import export_policy  # noqa: E402
 from rslkit.deploy.onnx_policy import OnnxPolicy  # noqa: E402
-from rslkit.models.vla import INSTRUCTION_GROUP, VisionTower, VLAPolicy, VLAPolicyCfg  # noqa: E402
+from rslkit.models.vla import VisionTower, VLAPolicy, VLAPolicyCfg  # noqa: E402
 from rslkit.models.vla.hf_backbone import reduce_grid, resolve_model_dir  # noqa: E402
 from rslkit.recipes.run import build_run  # noqa: E402
 from rslkit.runners.vla_runner import VLABCRunnerCfg, VLAPretrainRunner  # noqa: E402
 from rslkit.utils.validation import ConfigError  # noqa: E402
+from tests.models.hf_vla import normalized_policy, two_camera_obs  # noqa: E402
 
 SMALL = dict(d_model=32, num_heads=4, num_layers=2, token_grid=2, time_embed_dim=16, horizon=5)
 VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2)
@@ -54,19 +54,10 @@ def _cfg(path, **kw) -> VLAPolicyCfg:
 
 
 def _policy(path, **kw) -> VLAPolicy:
-    torch.manual_seed(0)
-    policy = VLAPolicy(6, 3, _cfg(path, **kw))
-    policy.obs_normalizer.set_stats(-2 * torch.ones(6), 3 * torch.ones(6))
-    policy.action_normalizer.set_stats(torch.tensor([-1.0, -2.0, 0.0]), torch.tensor([1.0, 2.0, 0.5]))
-    return policy
+    return normalized_policy(_cfg(path, **kw))
 
 
-def _obs(b: int = 4, seed: int = 1) -> TensorDict:
-    g = torch.Generator().manual_seed(seed)
-    groups = {"policy": torch.randn(b, 6, generator=g), INSTRUCTION_GROUP: torch.randn(b, 8, generator=g)}
-    for c in ("front", "wrist"):
-        groups[f"camera_{c}"] = torch.randint(0, 256, (b, 16, 16, 3), generator=g, dtype=torch.uint8)
-    return TensorDict(groups, batch_size=[b])
+_obs = two_camera_obs
 
 
 def _tower_state(policy: VLAPolicy) -> dict[str, torch.Tensor]:

@@ -16,6 +16,7 @@ from rslkit.deploy.onnx_policy import OnnxPolicy  # noqa: E402
 from rslkit.models.flow.objectives import rectified_flow_loss  # noqa: E402
 from rslkit.models.vla import INSTRUCTION_GROUP, HFVLMTokenizer, VLAPolicy, VLAPolicyCfg  # noqa: E402
 from rslkit.utils.validation import ConfigError  # noqa: E402
+from tests.models.hf_vla import normalized_policy, two_camera_obs  # noqa: E402
 
 SMALL = dict(d_model=32, num_heads=4, num_layers=2, token_grid=2, time_embed_dim=16, horizon=5)
 VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32,
@@ -45,19 +46,10 @@ def _cfg(path, **kw) -> VLAPolicyCfg:
 
 
 def _policy(path, **kw) -> VLAPolicy:
-    torch.manual_seed(0)
-    policy = VLAPolicy(6, 3, _cfg(path, **kw))
-    policy.obs_normalizer.set_stats(-2 * torch.ones(6), 3 * torch.ones(6))
-    policy.action_normalizer.set_stats(torch.tensor([-1.0, -2.0, 0.0]), torch.tensor([1.0, 2.0, 0.5]))
-    return policy
+    return normalized_policy(_cfg(path, **kw))
 
 
-def _obs(b: int = 4, seed: int = 1) -> TensorDict:
-    g = torch.Generator().manual_seed(seed)
-    groups = {"policy": torch.randn(b, 6, generator=g), INSTRUCTION_GROUP: torch.randn(b, 8, generator=g)}
-    for c in ("front", "wrist"):
-        groups[f"camera_{c}"] = torch.randint(0, 256, (b, 16, 16, 3), generator=g, dtype=torch.uint8)
-    return TensorDict(groups, batch_size=[b])
+_obs = two_camera_obs
 
 
 def _vlm(policy: VLAPolicy) -> HFVLMTokenizer:
@@ -230,3 +222,17 @@ def test_bad_hf_vlm_setups_are_refused_with_what_to_do(models):
         VLAPolicyCfg(backbone="hf-vlm", cameras=("front",), language_dim=8).check()
     with pytest.raises(ValueError, match=r"token_grid to one of \[1, 2\]"):
         _policy(models / "smolvlm", token_grid=4)
+
+
+def test_backbone_layers_cuts_the_vision_encoder_of_a_vlm_too(models):
+    """``backbone_layers 1`` keeps the first of the tiny VLM's 2 vision encoder layers, before its decoder cut."""
+    policy = _policy(models / "smolvlm", backbone_layers=1).eval()
+    assert len(_vlm(policy).tower.layers) == 1
+    full = _policy(models / "smolvlm").eval()
+    assert len(_vlm(full).tower.layers) == 2
+    obs = _obs()
+    with torch.no_grad():
+        cut, kept = (p.conditioning(p.normalize_inputs(obs)) for p in (policy, full))
+    assert cut.shape == kept.shape and not torch.allclose(cut, kept)
+    with pytest.raises(ValueError, match="backbone_layers 2 or fewer"):
+        _policy(models / "smolvlm", backbone_layers=3)

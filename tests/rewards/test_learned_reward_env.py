@@ -166,3 +166,18 @@ def test_goal_none_scores_each_episode_against_its_own_instruction():
     assert {text for text, _ in critic.pairs} == set(INSTRUCTIONS)
     with pytest.raises(ValueError, match="--reward_goal"):
         LearnedRewardEnv(_env(), DistanceCritic(), None, end_on_done=False)
+
+
+def test_reset_envs_restarts_the_values_of_those_envs():
+    env = LearnedRewardEnv(_env(n=3), DistanceCritic(), "reach the goal", ValueCfg(dead_band=0.0), end_on_done=False)
+    obs = env.get_observations()
+    for _ in range(5):
+        obs = env.step(_towards_goal(obs))[0]
+    assert (env.value > 0).all()
+    before = env.value.clone()
+    obs = env.reset_envs(torch.tensor([1]))
+    assert env.env.episode_length_buf.tolist()[1] == 0
+    assert env.value[1] == 0 and env.value[0] == before[0] and env.value[2] == before[2]
+    torch.testing.assert_close(env._anchor["policy"][1], obs["policy"][1])
+    with pytest.raises(ValueError, match="reset_envs"):
+        LearnedRewardEnv.reset_envs(type("Bare", (), {"env": object()})(), torch.tensor([0]))
