@@ -18,6 +18,13 @@ in episodes, not this machine's speed. Success is the task's own (the cube ``lif
 After each run the learner's last checkpoint is also evaluated without exploration noise (``play.py --checkpoint RUN
 --episodes --eval_episodes``: deterministic actions, one episode per env from fresh start states). ``--extra``
 passes more flags to every run (``--extra --agent.policy.num_critics 10``).
+
+``--learned_reward`` hides the task's reward from the learner (issue 15): a state progress critic is trained on
+``--critic_demos`` other scripted episodes (``learned_reward_rl.train_critic``: half with action noise, graded on
+20 % held out), the demonstrations are relabelled with it (``rslkit.realworld.relabel``, as ``python -m
+rslkit.rewards relabel`` does) and the actor scores every transition with it
+(``--actor.reward rslkit.rewards.loop_reward:from_env()``, ``RSLKIT_REWARD_SCALE`` ``--reward_scale``,
+``RSLKIT_REWARD_DONE_BONUS`` ``--reward_done_bonus``). Success stays the task's own.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -60,7 +68,37 @@ def record_demos(path: Path, episodes: int, seed: int) -> dict[str, float]:
     return {"transitions": float(demos.batch_size[0]), **stats}
 
 
-def run_config(name: str, parts: tuple[str, ...], args: argparse.Namespace, demos: Path, logdir: Path) -> Path:
+def train_lift_critic(args: argparse.Namespace, logdir: Path) -> tuple[Path, dict[str, Any]]:
+    """A state progress critic of so101-lift from scripted episodes; its path and held-out metrics."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from learned_reward_rl import train_critic
+
+    settings = argparse.Namespace(demos=args.critic_demos, critic_steps=args.critic_steps, demo_noise=0.5)
+    path, metrics = train_critic("so101-lift", "state", settings, logdir / "critic")
+    return path, metrics
+
+
+def relabel(demos: Path, critic: Path, args: argparse.Namespace) -> tuple[Path, dict[str, float]]:
+    """``demos`` with the critic's rewards (what the actor's plug-in gives online); the new file and mean returns."""
+    from rslkit.realworld.relabel import relabel_demonstrations
+    from rslkit.rewards.loop_reward import LoopProgressReward
+
+    data = torch.load(demos, weights_only=False)
+    reward = LoopProgressReward(str(critic), dead_band=args.reward_dead_band, scale=args.reward_scale,
+                                done_bonus=args.reward_done_bonus)  # fmt: skip
+    out = relabel_demonstrations(data, reward)
+    path = demos.with_name("demos_critic.pt")
+    torch.save(out, path)
+    episodes = float((data["terminated"] | data["truncated"]).sum())
+    return path, {
+        "task_return": float(data["reward"].sum()) / episodes,
+        "critic_return": float(out["reward"].sum()) / episodes,
+    }
+
+
+def run_config(
+    name: str, parts: tuple[str, ...], args: argparse.Namespace, demos: Path, logdir: Path, critic: Path | None
+) -> Path:
     run_name = "bench_" + name.replace("+", "_")
     cmd = [
         sys.executable, "-m", "rslkit.realworld", "local", "--task", "so101-lift", "--seed", str(args.seed),
@@ -74,12 +112,18 @@ def run_config(name: str, parts: tuple[str, ...], args: argparse.Namespace, demo
         cmd += ["--agent.demo_path", str(demos), "--learner.bc_warmstart_updates", str(args.bc_updates)]
     if "interventions" in parts:
         cmd += ["--actor.interventions", "scripted", "--actor.takeover_decay", str(args.decay)]
+    env = dict(os.environ)
+    if critic is not None:
+        cmd += ["--actor.reward", "rslkit.rewards.loop_reward:from_env()"]
+        env.update(RSLKIT_REWARD_MODEL=str(critic), RSLKIT_REWARD_SCALE=str(args.reward_scale),
+                   RSLKIT_REWARD_DONE_BONUS=str(args.reward_done_bonus),
+                   RSLKIT_REWARD_DEAD_BAND=str(args.reward_dead_band))  # fmt: skip
     cmd += args.extra
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
     full = ["unshare", "-n", "sh", "-c", f"{lo_up} && {quoted}"] if shutil.which("unshare") else cmd
     with (logdir / f"{run_name}.log").open("w") as f:
-        subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
+        subprocess.run(full, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
     return sorted((logdir / "so101-lift").glob(f"*_realworld_{run_name}"))[-1]
 
 
@@ -129,6 +173,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3 * 3600)
     parser.add_argument("--logdir", default="/tmp/rslkit_bench_so101_lift")
     parser.add_argument("--eval_episodes", type=int, default=100, help="deterministic episodes of the final policy")
+    parser.add_argument("--learned_reward", action="store_true", help="train on a state critic's reward only")
+    parser.add_argument("--critic_demos", type=int, default=60, help="scripted episodes the critic learns from")
+    parser.add_argument("--critic_steps", type=int, default=1500)
+    parser.add_argument("--reward_scale", type=float, default=100.0)
+    parser.add_argument("--reward_done_bonus", type=float, default=0.0)
+    parser.add_argument("--reward_dead_band", type=float, default=0.02)
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags of every run (last)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON written after each configuration")
     args = parser.parse_args()
@@ -143,9 +193,16 @@ def main() -> None:
         "configs": {},
     }
     print(f"demonstrations: {results['demos']}", flush=True)
+    critic = None
+    if args.learned_reward:
+        t0 = time.time()
+        critic, metrics = train_lift_critic(args, logdir)
+        demos, returns = relabel(demos, critic, args)
+        results["critic"] = {"path": str(critic), "train_s": time.time() - t0, **metrics, "demo_returns": returns}
+        print(f"critic: {json.dumps(results['critic'])}", flush=True)
     for name in args.configs:
         t0 = time.time()
-        run_dir = run_config(name, CONFIGS[name], args, demos, logdir)
+        run_dir = run_config(name, CONFIGS[name], args, demos, logdir, critic)
         result = analyse(run_dir, args.window)
         result["wall_s"] = time.time() - t0
         if args.eval_episodes > 0:

@@ -1,7 +1,9 @@
-"""``python -m rslkit.rewards train | eval``: train a VLAC-style progress critic on LeRobot datasets, grade one.
+"""``python -m rslkit.rewards train | eval | relabel``: train a VLAC-style progress critic on LeRobot datasets, grade
+one, relabel the real-world loop's demonstrations with it.
 
 python -m rslkit.rewards train --dataset data/lift --camera front --out critics/lift
 python -m rslkit.rewards eval --model critics/lift/model.safetensors --dataset data/lift_test --plot v.png
+python -m rslkit.rewards relabel --model critics/lift/model.safetensors --demos demos.pt --out demos_critic.pt
 """
 
 from __future__ import annotations
@@ -84,8 +86,38 @@ def _eval(args: argparse.Namespace) -> dict[str, float]:
     return metrics
 
 
+def _relabel(args: argparse.Namespace) -> dict[str, float]:
+    from rslkit.realworld.relabel import relabel_demonstrations
+    from rslkit.realworld.rewards import RewardFn, load_reward
+    from rslkit.rewards.loop_reward import LoopProgressReward
+    from rslkit.runners.off_policy_runner import load_demonstrations
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise FileExistsError(f"{out} exists; pass --force to overwrite it.")
+    demos = load_demonstrations(args.demos)
+    reward: RewardFn
+    if args.model:
+        reward = LoopProgressReward(args.model, args.goal, args.dead_band, args.scale, args.done_bonus)
+    else:
+        reward = load_reward(args.reward)
+    relabelled = relabel_demonstrations(demos, reward)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(relabelled, out)
+    ends = (demos["terminated"] | demos["truncated"]).reshape(-1)
+    summary = {
+        "transitions": float(demos.batch_size[0]),
+        "episodes": float(ends.sum()),
+        "return_before": float(demos["reward"].sum() / ends.sum().clamp(min=1)),
+        "return_after": float(relabelled["reward"].sum() / ends.sum().clamp(min=1)),
+    }
+    print(json.dumps(summary, indent=1))
+    print(f"Wrote {out} (train on it with --agent.demo_path {out})")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> object:
-    """Parse ``train`` / ``eval`` and run it."""
+    """Parse ``train`` / ``eval`` / ``relabel`` and run it."""
     parser = argparse.ArgumentParser(prog="python -m rslkit.rewards", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train a progress critic on demonstrations")
@@ -108,6 +140,23 @@ def main(argv: list[str] | None = None) -> object:
     ev.add_argument("--model", required=True, help="model.safetensors written by train")
     ev.add_argument("--done_frames", type=int, default=3)
     ev.add_argument("--plot", help="PNG of value and done probability over time")
+    rl = sub.add_parser(
+        "relabel",
+        help="replace the rewards of --agent.demo_path demonstrations with the actor's reward plug-in's",
+        description="RLPD draws half of every batch from the demonstrations: their rewards must be the ones the "
+        "actor's --actor.reward gives online. Pass the same critic and RSLKIT_REWARD_* settings as the actor.",
+    )
+    rl.add_argument("--demos", required=True, help="demonstrations: a TensorDict .pt or folder, or a LeRobot dataset")
+    rl.add_argument("--out", required=True, help="the relabelled TensorDict (.pt) to write")
+    which = rl.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="a progress critic (model.safetensors): the loop_reward plug-in's rewards")
+    which.add_argument("--reward", help="any --actor.reward plug-in, package.module:function")
+    rl.add_argument("--goal", default=None, help="--model: language goal (default: the one it was trained on)")
+    rl.add_argument("--dead_band", type=float, default=0.02, help="--model: as RSLKIT_REWARD_DEAD_BAND")
+    rl.add_argument("--scale", type=float, default=1.0, help="--model: as RSLKIT_REWARD_SCALE")
+    rl.add_argument("--done_bonus", type=float, default=0.0, help="--model: as RSLKIT_REWARD_DONE_BONUS")
+    rl.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    rl.add_argument("--force", action="store_true", help="overwrite --out")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -115,6 +164,8 @@ def main(argv: list[str] | None = None) -> object:
         if not args.camera and args.state_group is None:
             parser.error("train needs --camera NAME and/or --state_group GROUP: what the critic looks at")
         return _train(args)
+    if args.command == "relabel":
+        return _relabel(args)
     return _eval(args)
 
 

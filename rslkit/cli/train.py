@@ -64,6 +64,13 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument(
         "--reward_done_bonus", type=float, default=0.0, help="weight of the critic's done probability in each reward"
     )
+    parser.add_argument(
+        "--reward_scale",
+        type=float,
+        default=1.0,
+        help="learned rewards are multiplied by this (SAC's temperature "
+        "is tuned against the reward's scale; an episode's value increments sum to at most 1)",
+    )
     args, overrides = parser.parse_known_args(argv)
 
     if args.threads is not None:
@@ -125,6 +132,7 @@ def _build(
             args.reward_done_threshold,
             done_bonus=args.reward_done_bonus,
             end_on_done=args.reward_end_on_done,
+            reward_scale=args.reward_scale,
         )
         reward = RewardChoice(args.reward, args.reward_goal, value)
         env, runner = build_run(

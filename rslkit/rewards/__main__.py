@@ -1,4 +1,4 @@
-"""``python -m rslkit.rewards train | eval`` (see :mod:`rslkit.cli.rewards`)."""
+"""``python -m rslkit.rewards train | eval | relabel`` (see :mod:`rslkit.cli.rewards`)."""
 
 import sys
 

@@ -45,6 +45,8 @@ class ValueCfg:
             raise ValueError(f"dead_band must be in [0, 1), got {self.dead_band}.")
         if self.stride < 1:
             raise ValueError(f"stride must be >= 1, got {self.stride}.")
+        if not self.reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}.")
         if self.done_bonus < 0:
             raise ValueError(f"done_bonus must be >= 0, got {self.done_bonus}.")
         if not 0.0 < self.done_threshold <= 1.0:

@@ -81,3 +81,60 @@ def test_plugin_loads_by_name_and_refuses_bad_set_ups(critic, tmp_path, monkeypa
     cam_path = save_progress_model(camera_critic, tmp_path / "cam.safetensors")
     with pytest.raises(ValueError, match="vector groups only"):
         LoopProgressReward(str(cam_path), goal="a")
+
+
+def _demos(states: np.ndarray, ends: list[int]) -> TensorDict:
+    """Transitions ``states[k] -> states[k + 1]`` of episodes ending (terminated) at the indices ``ends``."""
+    n = len(states) - 1
+    terminated = torch.zeros(n, dtype=torch.bool)
+    terminated[ends] = True
+    return TensorDict(
+        {
+            "obs": {"policy": torch.from_numpy(states[:-1])},
+            "next_obs": {"policy": torch.from_numpy(states[1:])},
+            "action": torch.zeros(n, 1),
+            "reward": torch.full((n,), 7.0),
+            "terminated": terminated,
+            "truncated": torch.zeros(n, dtype=torch.bool),
+            "next_valid": torch.ones(n, dtype=torch.bool),
+        },
+        [n],
+    )
+
+
+def test_relabelled_demonstrations_get_the_plugins_rewards_episode_by_episode(critic, tmp_path):
+    from rslkit.cli.rewards import main
+    from rslkit.realworld.relabel import relabel_demonstrations
+
+    model, path = critic
+    states = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
+    demos = _demos(states, [2, 6])  # episodes: transitions 0-2, 3-6
+    whole = relabel_demonstrations(demos, LoopProgressReward(str(path), dead_band=0.0))
+    in_pairs = relabel_demonstrations(demos, LoopProgressReward(str(path), dead_band=0.0), batch_size=2)
+    # as the actor would have scored them: episode by episode, the value starting at 0 in each
+    fn = LoopProgressReward(str(path), dead_band=0.0)
+    expected = np.concatenate(
+        [
+            fn(_batch(states[0:3], states[1:4], [0, 0, 0], [False, False, True])),
+            fn(_batch(states[3:7], states[4:8], [1, 1, 1, 1], [False, False, False, True])),
+        ]
+    )
+    assert np.allclose(whole["reward"].numpy(), expected, atol=1e-6)
+    assert np.allclose(in_pairs["reward"].numpy(), expected, atol=1e-6)
+    assert (demos["reward"] == 7.0).all(), "the input is not modified"
+    assert torch.equal(whole["obs", "policy"], demos["obs", "policy"])
+    with pytest.raises(ValueError, match="one finite reward per transition"):
+        relabel_demonstrations(demos, lambda batch: np.zeros(len(batch) + 1))
+    with pytest.raises(ValueError, match="non-finite"):
+        relabel_demonstrations(demos, lambda batch: np.full(len(batch), np.nan))
+    with pytest.raises(ValueError, match="missing \\['terminated'\\]"):
+        relabel_demonstrations(demos.exclude("terminated"), lambda batch: np.zeros(len(batch)))
+    # the CLI writes what --agent.demo_path reads
+    torch.save(demos, tmp_path / "demos.pt")
+    out = tmp_path / "relabelled.pt"
+    summary = main(["relabel", "--demos", str(tmp_path / "demos.pt"), "--model", str(path), "--dead_band", "0",
+                    "--out", str(out)])  # fmt: skip
+    assert summary["episodes"] == 2 and summary["return_before"] == pytest.approx(7.0 * 7 / 2)
+    assert np.allclose(torch.load(out, weights_only=False)["reward"].numpy(), expected, atol=1e-6)
+    with pytest.raises(FileExistsError, match="--force"):
+        main(["relabel", "--demos", str(tmp_path / "demos.pt"), "--model", str(path), "--out", str(out)])
