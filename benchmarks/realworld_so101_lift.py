@@ -85,7 +85,7 @@ def relabel(demos: Path, critic: Path, args: argparse.Namespace) -> tuple[Path, 
 
     data = torch.load(demos, weights_only=False)
     reward = LoopProgressReward(str(critic), dead_band=args.reward_dead_band, scale=args.reward_scale,
-                                done_bonus=args.reward_done_bonus)  # fmt: skip
+                                done_bonus=args.reward_done_bonus, accumulate=args.reward_accumulate)  # fmt: skip
     out = relabel_demonstrations(data, reward)
     path = demos.with_name("demos_critic.pt")
     torch.save(out, path)
@@ -117,7 +117,8 @@ def run_config(
         cmd += ["--actor.reward", "rslkit.rewards.loop_reward:from_env()"]
         env.update(RSLKIT_REWARD_MODEL=str(critic), RSLKIT_REWARD_SCALE=str(args.reward_scale),
                    RSLKIT_REWARD_DONE_BONUS=str(args.reward_done_bonus),
-                   RSLKIT_REWARD_DEAD_BAND=str(args.reward_dead_band))  # fmt: skip
+                   RSLKIT_REWARD_DEAD_BAND=str(args.reward_dead_band),
+                   RSLKIT_REWARD_ACCUMULATE=args.reward_accumulate)  # fmt: skip
     cmd += args.extra
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
@@ -179,6 +180,7 @@ def main() -> None:
     parser.add_argument("--reward_scale", type=float, default=100.0)
     parser.add_argument("--reward_done_bonus", type=float, default=0.0)
     parser.add_argument("--reward_dead_band", type=float, default=0.02)
+    parser.add_argument("--reward_accumulate", default="vlac", choices=["vlac", "sum"])
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags of every run (last)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON written after each configuration")
     args = parser.parse_args()

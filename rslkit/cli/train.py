@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> Any:
         help="learned rewards are multiplied by this (SAC's temperature "
         "is tuned against the reward's scale; an episode's value increments sum to at most 1)",
     )
+    parser.add_argument(
+        "--reward_accumulate", default="vlac", help="vlac (VLAC's value recursion) or sum (the clipped sum of deltas)"
+    )
     args, overrides = parser.parse_known_args(argv)
 
     if args.threads is not None:
@@ -133,6 +136,7 @@ def _build(
             done_bonus=args.reward_done_bonus,
             end_on_done=args.reward_end_on_done,
             reward_scale=args.reward_scale,
+            accumulate=args.reward_accumulate,
         )
         reward = RewardChoice(args.reward, args.reward_goal, value)
         env, runner = build_run(

@@ -168,7 +168,7 @@ class LearnedRewardEnv(VecEnv):
             ids = scored.to(obs.device)
             score = self.critic.score(self._anchor[ids], last[ids], self._goals(scored))
             delta = apply_dead_band(score.delta.float(), self.cfg.dead_band)
-            new_value = value_step(self.value[scored], delta)
+            new_value = value_step(self.value[scored], delta, self.cfg.accumulate)
             bonus = self.cfg.done_bonus * score.done.float()
             rewards[scored] = self.cfg.reward_scale * (new_value - self.value[scored] + bonus)
             self.value[scored] = new_value

@@ -4,13 +4,14 @@
 variables (the plug-in syntax takes no arguments): ``RSLKIT_REWARD_MODEL`` (a ``model.safetensors`` written by
 ``python -m rslkit.rewards train``, required), ``RSLKIT_REWARD_GOAL`` (default: the goal it was trained on),
 ``RSLKIT_REWARD_DEAD_BAND`` (default 0.02), ``RSLKIT_REWARD_SCALE`` (default 1: an episode's return is at most 1;
-SAC's entropy temperature is tuned against the reward's scale), ``RSLKIT_REWARD_DONE_BONUS`` (default 0: see
-:class:`~rslkit.rewards.value.ValueCfg`). It runs in the actor's spool-writer thread, once
-per spooled batch, off the control loop, and needs torch on the actor's machine; a robot computer without torch
-serves a critic instead (docs/rewards.md, "Served critics").
+SAC's entropy temperature is tuned against the reward's scale), ``RSLKIT_REWARD_DONE_BONUS`` (default 0) and
+``RSLKIT_REWARD_ACCUMULATE`` (``vlac``, the default, or ``sum``; both: see :class:`~rslkit.rewards.value.ValueCfg`).
+It runs in the actor's spool-writer thread, once per spooled batch, off the control loop, and needs torch on the
+actor's machine; a robot computer without torch serves a critic instead (docs/rewards.md, "Served critics").
 
-Each transition ``(obs, next_obs)`` is scored by the critic; VLAC's recursion keeps one value per episode, and the
-reward is its increment. The episode itself ends as the env decides: the done probability is not applied here.
+Each transition ``(obs, next_obs)`` is scored by the critic; VLAC's recursion (or the sum) keeps one value per
+episode, and the reward is its increment. The episode itself ends as the env decides: the done probability is not
+applied here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.rewards.progress_model import default_goal, load_progress_model
-from rslkit.rewards.value import apply_dead_band, value_step
+from rslkit.rewards.value import ACCUMULATE, apply_dead_band, value_step
 
 
 class LoopProgressReward:
@@ -33,6 +34,7 @@ class LoopProgressReward:
         goal: language goal (default: the one goal it was trained on).
         dead_band: ``|delta|`` below this counts as no progress.
         scale, done_bonus: rewards are ``scale * (v_t - v_{t-1} + done_bonus * done(next_obs))``.
+        accumulate: ``vlac`` (VLAC's recursion) or ``sum`` (see :class:`~rslkit.rewards.value.ValueCfg`).
 
     Raises:
         ValueError: a critic that reads camera groups (images do not travel in transitions yet), or an ambiguous
@@ -46,7 +48,10 @@ class LoopProgressReward:
         dead_band: float = 0.02,
         scale: float = 1.0,
         done_bonus: float = 0.0,
+        accumulate: str = "vlac",
     ) -> None:
+        if accumulate not in ACCUMULATE:
+            raise ValueError(f"accumulate must be one of {ACCUMULATE}, got {accumulate!r}.")
         self.critic, extra = load_progress_model(model_path)
         if self.critic.cfg.cameras:
             raise ValueError(
@@ -56,7 +61,7 @@ class LoopProgressReward:
         self.goal = goal or default_goal(self.critic, extra)
         if self.goal not in self.critic.goal_table.goals:
             self.critic.add_goals([self.goal])
-        self.dead_band, self.scale, self.done_bonus = dead_band, scale, done_bonus
+        self.dead_band, self.scale, self.done_bonus, self.accumulate = dead_band, scale, done_bonus, accumulate
         self.group = str(self.critic.cfg.state_group)
         self._values: dict[int, float] = {}
 
@@ -73,7 +78,7 @@ class LoopProgressReward:
         for k in range(n):
             episode = int(batch.episode[k])
             before = self._values.get(episode, 0.0)
-            after = float(value_step(torch.tensor(before), deltas[k]))
+            after = float(value_step(torch.tensor(before), deltas[k], self.accumulate))
             rewards[k] = self.scale * (after - before + self.done_bonus * float(score.done[k]))
             self._values[episode] = after
             if bool(batch.done[k]):
@@ -82,7 +87,8 @@ class LoopProgressReward:
 
 
 def from_env() -> LoopProgressReward:
-    """The plug-in configured by ``RSLKIT_REWARD_MODEL``, ``_GOAL``, ``_DEAD_BAND``, ``_SCALE``, ``_DONE_BONUS``.
+    """The plug-in configured by ``RSLKIT_REWARD_MODEL``, ``_GOAL``, ``_DEAD_BAND``, ``_SCALE``, ``_DONE_BONUS``,
+    ``_ACCUMULATE``.
 
     Raises:
         ValueError: ``RSLKIT_REWARD_MODEL`` is not set.
@@ -95,4 +101,5 @@ def from_env() -> LoopProgressReward:
     dead_band = float(os.environ.get("RSLKIT_REWARD_DEAD_BAND", "0.02"))
     scale = float(os.environ.get("RSLKIT_REWARD_SCALE", "1"))
     bonus = float(os.environ.get("RSLKIT_REWARD_DONE_BONUS", "0"))
-    return LoopProgressReward(path, os.environ.get("RSLKIT_REWARD_GOAL") or None, dead_band, scale, bonus)
+    accumulate = os.environ.get("RSLKIT_REWARD_ACCUMULATE", "vlac")
+    return LoopProgressReward(path, os.environ.get("RSLKIT_REWARD_GOAL") or None, dead_band, scale, bonus, accumulate)

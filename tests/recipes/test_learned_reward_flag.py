@@ -26,25 +26,14 @@ def critic_path(tmp_path_factory):
 
 def test_train_resume_and_play_with_a_learned_reward(tmp_path, critic_path):
     common = ["--task", "point-reach", "--num_envs", "8", "--logdir", str(tmp_path)]
-    runner = train.main(
-        [
-            *common,
-            "--reward",
-            f"learned:{critic_path}",
-            "--reward_stride",
-            "2",
-            "--reward_scale",
-            "3",
-            "--max_iterations",
-            "1",
-        ]
-    )
+    flags = ["--reward_stride", "2", "--reward_scale", "3", "--reward_accumulate", "sum", "--max_iterations", "1"]
+    runner = train.main([*common, "--reward", f"learned:{critic_path}", *flags])
     assert isinstance(runner.env, LearnedRewardEnv) and runner.env.goal == "reach the goal"
     assert runner.env.cfg.reward_scale == 3.0
     ckpt = latest_checkpoint(runner.log_dir)
     saved = load_checkpoint(ckpt)
     assert saved["reward"]["source"] == f"learned:{critic_path}" and saved["reward"]["value"]["stride"] == 2
-    assert saved["reward"]["value"]["reward_scale"] == 3.0
+    assert saved["reward"]["value"]["reward_scale"] == 3.0 and saved["reward"]["value"]["accumulate"] == "sum"
     resumed = train.main([*common, "--resume", "--max_iterations", "2"])
     assert isinstance(resumed.env, LearnedRewardEnv) and resumed.iteration == 2
     env, _, _ = load_run(ckpt)
@@ -62,6 +51,9 @@ def test_bad_reward_flags_are_usage_errors(tmp_path, critic_path, capsys):
     with pytest.raises(SystemExit):
         train.main([*common, "--reward", f"learned:{critic_path}", "--reward_scale", "0"])
     assert "reward_scale must be > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main([*common, "--reward", f"learned:{critic_path}", "--reward_accumulate", "max"])
+    assert "accumulate must be one of" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="rslkit.rewards train"):
         train.main([*common, "--reward", f"learned:{tmp_path / 'none.safetensors'}"])
 

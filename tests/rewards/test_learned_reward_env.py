@@ -33,8 +33,10 @@ def _towards_goal(obs) -> torch.Tensor:
     return (4.0 * obs["policy"][:, 4:6] - obs["policy"][:, 2:4]).clamp(-1, 1)
 
 
-def test_rewards_are_value_increments_and_the_true_reward_is_kept():
-    env, twin = LearnedRewardEnv(_env(), DistanceCritic(), "reach the goal", ValueCfg(dead_band=0.0)), _env()
+@pytest.mark.parametrize("accumulate", ["vlac", "sum"])
+def test_rewards_are_value_increments_and_the_true_reward_is_kept(accumulate):
+    cfg = ValueCfg(dead_band=0.0, accumulate=accumulate)
+    env, twin = LearnedRewardEnv(_env(), DistanceCritic(), "reach the goal", cfg), _env()
     obs = env.get_observations()
     value = torch.zeros(4)
     for _ in range(10):
@@ -45,7 +47,7 @@ def test_rewards_are_value_increments_and_the_true_reward_is_kept():
         assert not dones.any()
         da = torch.linalg.vector_norm(before["policy"][:, 4:6], dim=-1)
         db = torch.linalg.vector_norm(obs["policy"][:, 4:6], dim=-1)
-        new_value = value_step(value, ((da - db) / 2).clamp(-1, 1))
+        new_value = value_step(value, ((da - db) / 2).clamp(-1, 1), accumulate)
         assert torch.allclose(rewards, new_value - value, atol=1e-6)
         assert torch.allclose(extras["true_reward"], true_reward)
         assert "Learned_Reward/true_reward" in extras["log"]

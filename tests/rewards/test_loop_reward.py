@@ -63,6 +63,16 @@ def test_rewards_are_value_increments_kept_per_episode(critic):
     ).done
     with_bonus = bonus(_batch(states[:3], states[1:4], [0, 0, 0], [False, False, False]))
     assert np.allclose(with_bonus, 2.0 * (first + 0.5 * done.numpy()), atol=1e-6)
+    summed = LoopProgressReward(str(path), dead_band=0.0, accumulate="sum")
+    rewards = summed(_batch(states[:3], states[1:4], [0, 0, 0], [False, False, False]))
+    expected_sum, v = [], 0.0  # the running sum of the deltas, clipped to [0, 1] at every step
+    for k in range(3):
+        new_v = min(max(v + float(deltas[k]), 0.0), 1.0)
+        expected_sum.append(new_v - v)
+        v = new_v
+    assert np.allclose(rewards, expected_sum, atol=1e-6)
+    with pytest.raises(ValueError, match="accumulate must be one of"):
+        LoopProgressReward(str(path), accumulate="max")
 
 
 def test_plugin_loads_by_name_and_refuses_bad_set_ups(critic, tmp_path, monkeypatch):

@@ -22,6 +22,18 @@ def test_value_trajectory_accumulates_from_the_initial_value():
     assert torch.allclose(batched, torch.tensor([[0.5, 0.75, 0.875], [0.5, 0.25, 0.625]]))
 
 
+def test_sum_adds_the_deltas_clipped_to_0_1_where_the_recursion_compresses_them():
+    v = torch.tensor([0.5, 0.5, 0.1, 0.9])
+    d = torch.tensor([0.2, -0.2, -0.5, 0.3])
+    assert torch.allclose(value_step(v, d, "sum"), torch.tensor([0.7, 0.3, 0.0, 1.0]))
+    # an exact critic of the pair labels (j - i) / T: T steps of 1 / T
+    steps = torch.full((50,), 1 / 50)
+    assert value_trajectory(steps, accumulate="sum")[-1] == pytest.approx(1.0, abs=1e-5)
+    assert value_trajectory(steps)[-1] == pytest.approx(1 - (1 - 1 / 50) ** 50, abs=1e-5)  # 0.636
+    with pytest.raises(ValueError, match="accumulate must be one of"):
+        value_step(v, d, "mean")
+
+
 def test_dead_band_zeroes_small_deltas_only():
     out = apply_dead_band(torch.tensor([0.05, -0.05, 0.2, -0.3]), 0.1)
     assert torch.equal(out, torch.tensor([0.0, 0.0, 0.2, -0.3]))
@@ -29,7 +41,7 @@ def test_dead_band_zeroes_small_deltas_only():
 
 
 def test_value_cfg_rejects_bad_settings():
-    for bad in ({"dead_band": 1.0}, {"stride": 0}, {"done_threshold": 0.0}):
+    for bad in ({"dead_band": 1.0}, {"stride": 0}, {"done_threshold": 0.0}, {"accumulate": "max"}, {"reward_scale": 0}):
         with pytest.raises(ValueError):
             ValueCfg(**bad)
 
