@@ -24,7 +24,8 @@ passes more flags to every run (``--extra --agent.policy.num_critics 10``).
 20 % held out), the demonstrations are relabelled with it (``rslkit.realworld.relabel``, as ``python -m
 rslkit.rewards relabel`` does) and the actor scores every transition with it
 (``--actor.reward rslkit.rewards.loop_reward:from_env()``, ``RSLKIT_REWARD_SCALE`` ``--reward_scale``,
-``RSLKIT_REWARD_DONE_BONUS`` ``--reward_done_bonus``). Success stays the task's own.
+``RSLKIT_REWARD_DONE_BONUS`` ``--reward_done_bonus``, ``--reward_progress_weight``, ``--reward_accumulate``). Success
+stays the task's own.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def relabel(demos: Path, critic: Path, args: argparse.Namespace) -> tuple[Path, 
 
     data = torch.load(demos, weights_only=False)
     reward = LoopProgressReward(str(critic), dead_band=args.reward_dead_band, scale=args.reward_scale,
-                                done_bonus=args.reward_done_bonus, accumulate=args.reward_accumulate)  # fmt: skip
+                                done_bonus=args.reward_done_bonus, accumulate=args.reward_accumulate,
+                                progress_weight=args.reward_progress_weight)  # fmt: skip
     out = relabel_demonstrations(data, reward)
     path = demos.with_name("demos_critic.pt")
     torch.save(out, path)
@@ -118,7 +120,8 @@ def run_config(
         env.update(RSLKIT_REWARD_MODEL=str(critic), RSLKIT_REWARD_SCALE=str(args.reward_scale),
                    RSLKIT_REWARD_DONE_BONUS=str(args.reward_done_bonus),
                    RSLKIT_REWARD_DEAD_BAND=str(args.reward_dead_band),
-                   RSLKIT_REWARD_ACCUMULATE=args.reward_accumulate)  # fmt: skip
+                   RSLKIT_REWARD_ACCUMULATE=args.reward_accumulate,
+                   RSLKIT_REWARD_PROGRESS_WEIGHT=str(args.reward_progress_weight))  # fmt: skip
     cmd += args.extra
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
@@ -181,6 +184,7 @@ def main() -> None:
     parser.add_argument("--reward_done_bonus", type=float, default=0.0)
     parser.add_argument("--reward_dead_band", type=float, default=0.02)
     parser.add_argument("--reward_accumulate", default="vlac", choices=["vlac", "sum"])
+    parser.add_argument("--reward_progress_weight", type=float, default=1.0, help="0: the done classifier alone")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags of every run (last)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON written after each configuration")
     args = parser.parse_args()

@@ -98,7 +98,9 @@ def _relabel(args: argparse.Namespace) -> dict[str, float]:
     demos = load_demonstrations(args.demos)
     reward: RewardFn
     if args.model:
-        reward = LoopProgressReward(args.model, args.goal, args.dead_band, args.scale, args.done_bonus, args.accumulate)
+        reward = LoopProgressReward(
+            args.model, args.goal, args.dead_band, args.scale, args.done_bonus, args.accumulate, args.progress_weight
+        )
     else:
         reward = load_reward(args.reward)
     relabelled = relabel_demonstrations(demos, reward)
@@ -156,6 +158,7 @@ def main(argv: list[str] | None = None) -> object:
     rl.add_argument("--scale", type=float, default=1.0, help="--model: as RSLKIT_REWARD_SCALE")
     rl.add_argument("--done_bonus", type=float, default=0.0, help="--model: as RSLKIT_REWARD_DONE_BONUS")
     rl.add_argument("--accumulate", default="vlac", help="--model: as RSLKIT_REWARD_ACCUMULATE (vlac or sum)")
+    rl.add_argument("--progress_weight", type=float, default=1.0, help="--model: as RSLKIT_REWARD_PROGRESS_WEIGHT")
     rl.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     rl.add_argument("--force", action="store_true", help="overwrite --out")
     args = parser.parse_args(argv)

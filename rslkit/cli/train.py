@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument(
         "--reward_accumulate", default="vlac", help="vlac (VLAC's value recursion) or sum (the clipped sum of deltas)"
     )
+    parser.add_argument(
+        "--reward_progress_weight", type=float, default=1.0,
+        help="weight of the value increments (0 with --reward_done_bonus > 0: the done classifier's reward alone)",
+    )  # fmt: skip
     args, overrides = parser.parse_known_args(argv)
 
     if args.threads is not None:
@@ -137,6 +141,7 @@ def _build(
             end_on_done=args.reward_end_on_done,
             reward_scale=args.reward_scale,
             accumulate=args.reward_accumulate,
+            progress_weight=args.reward_progress_weight,
         )
         reward = RewardChoice(args.reward, args.reward_goal, value)
         env, runner = build_run(

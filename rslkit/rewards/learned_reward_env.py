@@ -170,7 +170,8 @@ class LearnedRewardEnv(VecEnv):
             delta = apply_dead_band(score.delta.float(), self.cfg.dead_band)
             new_value = value_step(self.value[scored], delta, self.cfg.accumulate)
             bonus = self.cfg.done_bonus * score.done.float()
-            rewards[scored] = self.cfg.reward_scale * (new_value - self.value[scored] + bonus)
+            progress = self.cfg.progress_weight * (new_value - self.value[scored])
+            rewards[scored] = self.cfg.reward_scale * (progress + bonus)
             self.value[scored] = new_value
             self._anchor[ids] = last[ids]
             self._since[scored] = 0

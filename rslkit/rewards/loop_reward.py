@@ -4,8 +4,9 @@
 variables (the plug-in syntax takes no arguments): ``RSLKIT_REWARD_MODEL`` (a ``model.safetensors`` written by
 ``python -m rslkit.rewards train``, required), ``RSLKIT_REWARD_GOAL`` (default: the goal it was trained on),
 ``RSLKIT_REWARD_DEAD_BAND`` (default 0.02), ``RSLKIT_REWARD_SCALE`` (default 1: an episode's return is at most 1;
-SAC's entropy temperature is tuned against the reward's scale), ``RSLKIT_REWARD_DONE_BONUS`` (default 0) and
-``RSLKIT_REWARD_ACCUMULATE`` (``vlac``, the default, or ``sum``; both: see :class:`~rslkit.rewards.value.ValueCfg`).
+SAC's entropy temperature is tuned against the reward's scale), ``RSLKIT_REWARD_DONE_BONUS`` (default 0),
+``RSLKIT_REWARD_PROGRESS_WEIGHT`` (default 1; 0 with a done bonus: the success-classifier reward) and
+``RSLKIT_REWARD_ACCUMULATE`` (``vlac``, the default, or ``sum``; all: see :class:`~rslkit.rewards.value.ValueCfg`).
 It runs in the actor's spool-writer thread, once per spooled batch, off the control loop, and needs torch on the
 actor's machine; a robot computer without torch serves a critic instead (docs/rewards.md, "Served critics").
 
@@ -23,7 +24,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.rewards.progress_model import default_goal, load_progress_model
-from rslkit.rewards.value import ACCUMULATE, apply_dead_band, value_step
+from rslkit.rewards.value import ACCUMULATE, apply_dead_band, check_reward_weights, value_step
 
 
 class LoopProgressReward:
@@ -33,7 +34,8 @@ class LoopProgressReward:
         model_path: the critic.
         goal: language goal (default: the one goal it was trained on).
         dead_band: ``|delta|`` below this counts as no progress.
-        scale, done_bonus: rewards are ``scale * (v_t - v_{t-1} + done_bonus * done(next_obs))``.
+        scale, done_bonus, progress_weight: rewards are
+            ``scale * (progress_weight * (v_t - v_{t-1}) + done_bonus * done(next_obs))``.
         accumulate: ``vlac`` (VLAC's recursion) or ``sum`` (see :class:`~rslkit.rewards.value.ValueCfg`).
 
     Raises:
@@ -49,9 +51,12 @@ class LoopProgressReward:
         scale: float = 1.0,
         done_bonus: float = 0.0,
         accumulate: str = "vlac",
+        progress_weight: float = 1.0,
     ) -> None:
         if accumulate not in ACCUMULATE:
             raise ValueError(f"accumulate must be one of {ACCUMULATE}, got {accumulate!r}.")
+        check_reward_weights(progress_weight, done_bonus)
+        self.progress_weight = progress_weight
         self.critic, extra = load_progress_model(model_path)
         if self.critic.cfg.cameras:
             raise ValueError(
@@ -79,7 +84,8 @@ class LoopProgressReward:
             episode = int(batch.episode[k])
             before = self._values.get(episode, 0.0)
             after = float(value_step(torch.tensor(before), deltas[k], self.accumulate))
-            rewards[k] = self.scale * (after - before + self.done_bonus * float(score.done[k]))
+            progress = self.progress_weight * (after - before)
+            rewards[k] = self.scale * (progress + self.done_bonus * float(score.done[k]))
             self._values[episode] = after
             if bool(batch.done[k]):
                 self._values.pop(episode, None)
@@ -88,7 +94,7 @@ class LoopProgressReward:
 
 def from_env() -> LoopProgressReward:
     """The plug-in configured by ``RSLKIT_REWARD_MODEL``, ``_GOAL``, ``_DEAD_BAND``, ``_SCALE``, ``_DONE_BONUS``,
-    ``_ACCUMULATE``.
+    ``_ACCUMULATE``, ``_PROGRESS_WEIGHT``.
 
     Raises:
         ValueError: ``RSLKIT_REWARD_MODEL`` is not set.
@@ -102,4 +108,6 @@ def from_env() -> LoopProgressReward:
     scale = float(os.environ.get("RSLKIT_REWARD_SCALE", "1"))
     bonus = float(os.environ.get("RSLKIT_REWARD_DONE_BONUS", "0"))
     accumulate = os.environ.get("RSLKIT_REWARD_ACCUMULATE", "vlac")
-    return LoopProgressReward(path, os.environ.get("RSLKIT_REWARD_GOAL") or None, dead_band, scale, bonus, accumulate)
+    weight = float(os.environ.get("RSLKIT_REWARD_PROGRESS_WEIGHT", "1"))
+    goal = os.environ.get("RSLKIT_REWARD_GOAL") or None
+    return LoopProgressReward(path, goal, dead_band, scale, bonus, accumulate, weight)

@@ -44,9 +44,12 @@ class ValueCfg:
     """End episodes when the critic says done (False: the task's own terminations and time-outs only; a critic whose
     done head fires early then cannot cut episodes short, which a policy learns to exploit)."""
     reward_scale: float = 1.0
-    """Reward = ``reward_scale * (v_t - v_{t-1} + done_bonus * done(o_t))``."""
+    """Reward = ``reward_scale * (progress_weight * (v_t - v_{t-1}) + done_bonus * done(o_t))``."""
     done_bonus: float = 0.0
     """Weight of the done probability in each scored step's reward (0: value increments only)."""
+    progress_weight: float = 1.0
+    """Weight of the value increments in the reward (0 with ``done_bonus > 0``: the done probability alone, HIL-SERL's
+    success-classifier reward)."""
     accumulate: str = "vlac"
     """``vlac``: VLAC's recursion (progress closes a fraction of the gap); ``sum``: ``clip(v + delta, 0, 1)``, what
     the pair labels ``(j - i) / T`` add up to (see the module docstring)."""
@@ -62,8 +65,19 @@ class ValueCfg:
             raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}.")
         if self.done_bonus < 0:
             raise ValueError(f"done_bonus must be >= 0, got {self.done_bonus}.")
+        check_reward_weights(self.progress_weight, self.done_bonus)
         if not 0.0 < self.done_threshold <= 1.0:
             raise ValueError(f"done_threshold must be in (0, 1], got {self.done_threshold}.")
+
+
+def check_reward_weights(progress_weight: float, done_bonus: float) -> None:
+    """Raise ``ValueError`` for a negative ``progress_weight`` or weights that make every reward 0."""
+    if progress_weight < 0:
+        raise ValueError(f"progress_weight must be >= 0, got {progress_weight}.")
+    if progress_weight == 0 and done_bonus <= 0:
+        raise ValueError(
+            "progress_weight 0 needs done_bonus > 0 (the done classifier's reward); every reward would be 0."
+        )
 
 
 def apply_dead_band(delta: torch.Tensor, dead_band: float) -> torch.Tensor:

@@ -108,6 +108,18 @@ def test_done_bonus_pays_for_holding_the_goal():
         assert not dones.any()
     with pytest.raises(ValueError, match="done_bonus"):
         ValueCfg(done_bonus=-1.0)
+    # the classifier's reward alone: increments weighted 0, the critic's deltas still drive the value
+    cfg = ValueCfg(dead_band=0.0, done_bonus=0.5, progress_weight=0.0, reward_scale=2.0)
+    env = LearnedRewardEnv(_env(), critic, "g", cfg, end_on_done=False)
+    obs = env.get_observations()
+    for _ in range(3):
+        obs, rewards, _, _ = env.step(_towards_goal(obs))
+        assert torch.allclose(rewards, torch.full((4,), 1.0))
+    assert (env.value > 0).all()
+    with pytest.raises(ValueError, match="needs done_bonus > 0"):
+        ValueCfg(progress_weight=0.0)
+    with pytest.raises(ValueError, match="progress_weight must be >= 0"):
+        ValueCfg(progress_weight=-1.0, done_bonus=1.0)
 
 
 def test_end_on_done_false_leaves_episode_ends_to_the_task():

@@ -73,6 +73,11 @@ def test_rewards_are_value_increments_kept_per_episode(critic):
     assert np.allclose(rewards, expected_sum, atol=1e-6)
     with pytest.raises(ValueError, match="accumulate must be one of"):
         LoopProgressReward(str(path), accumulate="max")
+    classifier = LoopProgressReward(str(path), dead_band=0.0, scale=3.0, done_bonus=1.0, progress_weight=0.0)
+    only_done = classifier(_batch(states[:3], states[1:4], [0, 0, 0], [False, False, False]))
+    assert np.allclose(only_done, 3.0 * done.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="needs done_bonus > 0"):
+        LoopProgressReward(str(path), progress_weight=0.0)
 
 
 def test_plugin_loads_by_name_and_refuses_bad_set_ups(critic, tmp_path, monkeypatch):
