@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def probe(critic_path: str, task: str, goal: str | None, envs: int, steps: int, seed: int, dead_band: float) -> dict:
+def probe(
+    critic_path: str, task: str, goal: str | None, envs: int, steps: int, seed: int, dead_band: float, accumulate: str
+) -> dict:
     """Done probability, deltas and the accumulated value of ``envs`` random-action episodes of ``steps`` steps."""
     from rslkit.envs.registry import get_task
     from rslkit.rewards.progress_model import default_goal, load_progress_model
@@ -44,7 +46,7 @@ def probe(critic_path: str, task: str, goal: str | None, envs: int, steps: int, 
         nxt, _, _, _ = env.step(action)
         with torch.no_grad():
             score = critic.score(TensorDict({group: obs[group]}, [envs]), TensorDict({group: nxt[group]}, [envs]), goal)
-        value = value_step(value, apply_dead_band(score.delta.float(), dead_band))
+        value = value_step(value, apply_dead_band(score.delta.float(), dead_band), accumulate)
         done.append(score.done.float())
         delta.append(score.delta.float())
         obs = nxt
@@ -56,6 +58,7 @@ def probe(critic_path: str, task: str, goal: str | None, envs: int, steps: int, 
         "envs": envs,
         "steps": steps,
         "dead_band": dead_band,
+        "accumulate": accumulate,
         "done_mean": float(d.mean()),
         "done_above_0.9": float((d >= 0.9).float().mean()),
         "delta_abs_mean": float(dl.abs().mean()),
@@ -76,9 +79,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="one episode of so101-lift")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--dead_band", type=float, default=0.02)
+    parser.add_argument("--accumulate", default="vlac", choices=["vlac", "sum"])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(json.dumps(probe(args.critic, args.task, args.goal, args.envs, args.steps, args.seed, args.dead_band)))
+    print(
+        json.dumps(
+            probe(args.critic, args.task, args.goal, args.envs, args.steps, args.seed, args.dead_band, args.accumulate)
+        )
+    )
 
 
 if __name__ == "__main__":
