@@ -136,7 +136,9 @@ class Robot:
         if not self.spin_until(lambda: matched() or node.proc.poll() is not None, timeout) or not matched():
             raise RuntimeError(f"The policy node did not match within {timeout} s:\n{node.log()}")
 
-    def prime(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float] = ()) -> int:
+    def prime(
+        self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float] = (), settle_s: float = 0.04
+    ) -> int:
         """Send ``position`` every 20 ms until commands come back, then let stragglers arrive; returns how many
         states the node acted on (one command each) and forgets their commands.
 
@@ -149,7 +151,7 @@ class Robot:
             self.spin_for(0.02)
         if not self.commands:
             raise RuntimeError("The policy node did not answer a joint state within 15 s.")
-        self.spin_for(0.04)  # less than the node's state timeout: no watchdog hold follows
+        self.spin_for(settle_s)  # less than the node's state timeout: no watchdog hold follows
         primed = len(self.commands)
         self.primed_commands = list(self.commands)
         self.commands.clear()

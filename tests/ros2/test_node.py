@@ -211,9 +211,16 @@ def test_end_to_end_200hz_no_lost_commands_and_clean_shutdown(
     policies: dict[str, Path], launch: Any, kind: str, in_flight: int | None
 ) -> None:
     observation = ["joint_pos", "last_action"] if kind == "mlp3" else ["joint_pos", "joint_vel"]
-    params = {"observation": observation, "control_rate_hz": 200.0, "chunk_in_flight": in_flight}
+    # a 1 s state timeout: a publisher stalled >0.1 s by a loaded CI machine would otherwise get watchdog holds (extra
+    # commands; the watchdog has its own test), and priming waits 0.3 s for the answers to states queued in discovery
+    params = {
+        "observation": observation,
+        "control_rate_hz": 200.0,
+        "chunk_in_flight": in_flight,
+        "state_timeout_s": 1.0,
+    }
     node, robot = launch(policies[kind], params)  # chunk_in_flight 2: two inference workers, staggered requests
-    primed = robot.prime(JOINTS, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    primed = robot.prime(JOINTS, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], settle_s=0.3)
     ticks = 400
     states = [np.array([0.3 * np.sin(0.02 * k), 0.1, -0.1], np.float32) for k in range(ticks)]
     sent = robot.stream(JOINTS, ticks, 200.0, lambda k: (states[k], [0.0, 0.0, 0.0]))
