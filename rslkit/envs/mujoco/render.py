@@ -144,7 +144,14 @@ def _create_gl_context(width: int, height: int):
 
 
 def _free_gl(gl, context: mujoco.MjrContext) -> None:
-    gl.make_current()
+    from OpenGL.error import Error as GLError
+
+    try:
+        gl.make_current()
+    except GLError:
+        # At interpreter exit mujoco.egl's own atexit hook may have terminated the EGL display first: the driver
+        # has released the context with it, and nothing is left to free.
+        return
     context.free()
     gl.free()
 
