@@ -8,7 +8,8 @@ Each stage runs the command a user types, as a child process, and is timed; a st
 
   record    ``python -m rslkit.record --task so101-pick-place --expert --episodes 200 --num_envs 16 --obs_group
             proprio --env.cameras front --camera front --out WORKDIR/pick_place``: the scripted expert, one of the
-            four instructions per episode, the front camera at 64x64 as an AV1 video (LeRobotDataset v3).
+            four instructions per episode, the front camera at 64x64 as an AV1 video (LeRobotDataset v3);
+            ``--cameras front wrist`` records (and trains on) both cameras.
   bc        ``train.py --task so101-pick-place --algo vla-bc --dataset WORKDIR/pick_place --num_envs 32
             --max_iterations N``: the task's VLA recipe (front camera, MiniLM instruction, proprio state, chunks of
             16, 100 updates per iteration), evaluated on 32 envs every 25 iterations.
@@ -19,7 +20,7 @@ Each stage runs the command a user types, as a child process, and is timed; a st
             and per instruction.
   latency   the last checkpoint exported to ONNX (``python -m rslkit.export``): batch-1 chunk latency with ONNX
             Runtime on one thread (median, p99) and its largest difference from torch.
-  render    frames/s of the front camera at 64x64 (``--env.cameras front``) on 1 and 32 envs.
+  render    env steps/s with the cameras at 64x64 (``--env.cameras front``) on 1 and 32 envs.
 
 Results: benchmarks/results/vla_pick_place.json (``--out``), rewritten after every stage.
 """
@@ -79,18 +80,24 @@ def eval_curve(run_root: Path) -> list[dict[str, float]]:
 # ------------------------------------------------------------------ stages
 def stage_record(args: argparse.Namespace, dataset: Path) -> dict[str, Any]:
     """The scripted expert's demonstrations into ``dataset``, timed."""
+    cams = [arg for cam in args.cameras for arg in ("--camera", cam)]
     cmd = [PYTHON, "-m", "rslkit.record", "--task", TASK, "--expert", "--episodes", str(args.episodes),
-           "--num_envs", "16", "--obs_group", "proprio", "--env.cameras", "front", "--camera", "front",
+           "--num_envs", "16", "--obs_group", "proprio", "--env.cameras", ",".join(args.cameras), *cams,
            "--out", str(dataset)]  # fmt: skip
     seconds = timed(cmd, args.workdir / "record.log")
     return {"command": " ".join(cmd[1:]), "seconds": seconds}
+
+
+def camera_args(cameras: list[str]) -> list[str]:
+    """``train.py`` arguments that render ``cameras`` and feed them to the VLA policy (the recipe's: front)."""
+    return ["--env.cameras", ",".join(cameras), "--agent.policy.cameras", ",".join(cameras)]
 
 
 def stage_train(args: argparse.Namespace, name: str, extra: list[str], iterations: int) -> dict[str, Any]:
     """``train.py`` on the task into ``WORKDIR/<name>`` (a checkpoint every 10 iterations), timed."""
     cmd = [PYTHON, "train.py", "--task", TASK, "--num_envs", str(args.num_envs), "--max_iterations", str(iterations),
            "--logdir", str(args.workdir / name), "--threads", str(args.threads), "--seed", str(args.seed),
-           "--agent.save_interval", "10", *extra]  # fmt: skip
+           "--agent.save_interval", "10", *camera_args(args.cameras), *extra]  # fmt: skip
     seconds = timed(cmd, args.workdir / f"{name}.log")
     return {"command": " ".join(cmd[1:]), "seconds": seconds, "checkpoint": str(last_checkpoint(args.workdir / name))}
 
@@ -155,13 +162,13 @@ def latency(ckpt: Path, workdir: Path, iters: int) -> dict[str, Any]:
             "p99_ms": float(np.percentile(ms, 99)), "max_abs_diff_vs_torch": diff, "iters": iters}  # fmt: skip
 
 
-def render_fps(num_envs: int, steps: int) -> float:
-    """Env steps x envs per second with the front camera on, zero actions (rendering dominates)."""
+def render_fps(num_envs: int, steps: int, cameras: list[str]) -> float:
+    """Env steps x envs per second with ``cameras`` on, zero actions (rendering dominates)."""
     import torch
 
     from rslkit.recipes import build_env
 
-    env = build_env(TASK, ["--env.cameras", "front"], num_envs=num_envs, seed=0)
+    env = build_env(TASK, ["--env.cameras", ",".join(cameras)], num_envs=num_envs, seed=0)
     actions = torch.zeros(num_envs, env.num_actions)
     env.step(actions)
     t0 = time.perf_counter()
@@ -184,6 +191,8 @@ def main() -> None:
     parser.add_argument("--eval", nargs="*", type=Path, default=None, help="checkpoints to evaluate")
     parser.add_argument("--eval_episodes", type=int, default=256)
     parser.add_argument("--latency_iters", type=int, default=500)
+    parser.add_argument("--cameras", nargs="+", default=["front"], help="cameras recorded and seen by the policy")
+    parser.add_argument("--bc_extra", nargs="*", default=[], help="more train.py arguments of the BC stage")
     parser.add_argument("--rl_extra", nargs="*", default=[], help="more train.py arguments of the ReinFlow stage")
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/vla_pick_place.json)")
     args = parser.parse_args()
@@ -205,7 +214,8 @@ def main() -> None:
         results["record"] = stage_record(args, dataset)
         save()
     if "bc" in args.stages and not list((args.workdir / "bc").rglob(f"model_{args.bc_iterations}.pt")):
-        results["bc"] = stage_train(args, "bc", ["--algo", "vla-bc", "--dataset", str(dataset)], args.bc_iterations)
+        extra = ["--algo", "vla-bc", "--dataset", str(dataset), *args.bc_extra]
+        results["bc"] = stage_train(args, "bc", extra, args.bc_iterations)
         save()
     if "bc" in results:
         results["bc"]["curve"] = eval_curve(args.workdir / "bc")
@@ -232,7 +242,7 @@ def main() -> None:
         print(json.dumps(results["latency"]), flush=True)
         save()
     if "render" in args.stages:
-        results["render_steps_per_s"] = {str(n): render_fps(n, 200 if n == 1 else 50) for n in (1, 32)}
+        results["render_steps_per_s"] = {str(n): render_fps(n, 200 if n == 1 else 50, args.cameras) for n in (1, 32)}
         print(json.dumps(results["render_steps_per_s"]), flush=True)
     save()
 

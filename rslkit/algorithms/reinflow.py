@@ -167,7 +167,8 @@ class ReinFlow:
             self.critic_normalizer = EmpiricalNormalization(dim, clip=5.0)
             mlp = make_mlp(dim, cfg.critic_hidden_dims, 1, "elu")
             self.critic = nn.Sequential(self.critic_normalizer, mlp).to(self.device)
-        self.actor_optimizer = torch.optim.Adam(self.chain.parameters(), lr=cfg.actor_lr)
+        # weights the caller froze (requires_grad False: a VLA's tokenizer with trainable=action_expert) stay out
+        self.actor_optimizer = torch.optim.Adam([p for p in self.chain.parameters() if p.requires_grad], cfg.actor_lr)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         groups = list(dict.fromkeys([*(actor_groups or [obs_group]), *([critic_group] if critic_group else [])]))
         self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device, groups)

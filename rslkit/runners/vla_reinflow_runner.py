@@ -35,6 +35,9 @@ from rslkit.utils.config import from_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
 
+TRAINABLE = ("all", "action_expert")
+"""Values of :attr:`VLAReinFlowRunnerCfg.trainable`."""
+
 
 @dataclass
 class VLAReinFlowRunnerCfg(ChainRunCfg):
@@ -53,11 +56,16 @@ class VLAReinFlowRunnerCfg(ChainRunCfg):
     instruction: str = ""
     """The instruction of every env, for envs without ``instructions``; filled from the pretrained checkpoint when
     empty."""
+    trainable: str = "all"
+    """What the actor's updates change: ``all`` (the observation tokenizer too: image encoder, state and instruction
+    projections) or ``action_expert`` (the tokenizer keeps its behaviour-cloned weights; the action expert and the
+    noise net train, as pi_RL's Flow-Noise fine-tunes a VLA's action expert)."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the run cannot start with."""
         super().check()
         expect(bool(self.critic_group), "critic_group", "must name an observation group (e.g. policy)")
+        expect(self.trainable in TRAINABLE, "trainable", f"must be one of {TRAINABLE}, got {self.trainable!r}")
 
 
 @dataclass
@@ -144,6 +152,8 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
                     f"The vla-bc checkpoint '{c.pretrained}' does not fit this env (state/action sizes differ); "
                     f"fine-tune on the task it was trained on. Details: {detail}"
                 ) from None
+        if c.trainable == "action_expert":
+            policy.tokenizer.requires_grad_(False)
         self.instructions = self._instructions() if c.policy.language_dim > 0 else None
         chain = make_chain(policy, c.algorithm)
         alg = VLAReinFlow(chain, c.algorithm, c.num_steps_per_env, self._actor_obs(obs), c.critic_group, self.device)

@@ -98,6 +98,28 @@ def test_fine_tunes_from_a_vla_bc_checkpoint_resumes_and_exports(bc_checkpoint: 
     np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("trainable", ["all", "action_expert"])
+def test_trainable_action_expert_keeps_the_tokenizer_of_the_bc_policy(
+    bc_checkpoint: Path, tmp_path: Path, trainable: str
+) -> None:
+    torch.manual_seed(0)
+    runner = _fine_tune(bc_checkpoint, tmp_path / "rl", (f"--agent.trainable={trainable}",))
+    before = {k: v.clone() for k, v in runner.policy.state_dict().items()}
+    metrics = runner.learn()
+    assert metrics["Policy/actor_updated"] == 1.0
+    after = runner.policy.state_dict()
+
+    def changed(prefix: str) -> bool:
+        return any(not torch.equal(before[k], after[k]) for k in before if k.startswith(prefix))
+
+    assert changed("net.")  # the action expert trains either way
+    assert changed("tokenizer.") == (trainable == "all")
+    # the frozen tokenizer stays frozen in a resumed run
+    _, resumed, _ = load_run(tmp_path / "rl" / "model_1.pt", resume=True, log_dir=tmp_path / "resumed")
+    frozen = not any(p.requires_grad for p in resumed.policy.tokenizer.parameters())
+    assert frozen == (trainable == "action_expert")
+
+
 def test_a_bad_start_says_what_to_do(bc_checkpoint: Path, tmp_path: Path) -> None:
     runner = _fine_tune(bc_checkpoint, tmp_path / "rl")
     runner.save(tmp_path / "rl.pt")
@@ -112,6 +134,8 @@ def test_a_bad_start_says_what_to_do(bc_checkpoint: Path, tmp_path: Path) -> Non
         _fine_tune(bc_checkpoint, tmp_path / "a", ("--env.cameras=",))
     with pytest.raises(ValueError, match="--env.camera_height 16 --env.camera_width 16"):
         _fine_tune(bc_checkpoint, tmp_path / "b", ("--env.camera_width=32", "--env.camera_height=32"))
+    with pytest.raises(ValueError, match="trainable"):
+        _fine_tune(bc_checkpoint, tmp_path / "c", ("--agent.trainable=encoder",))
 
 
 def test_fine_tunes_on_a_learned_reward_scored_against_each_episodes_instruction(
