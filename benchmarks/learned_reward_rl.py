@@ -127,6 +127,7 @@ def clone_expert(runner, pairs: tuple[torch.Tensor, torch.Tensor], updates: int,
 def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: Path, cameras: bool) -> dict:
     from rslkit.recipes import build_run
     from rslkit.recipes.learned_reward import RewardChoice
+    from rslkit.rewards.done_refit import DoneRefitCfg
     from rslkit.rewards.value import ValueCfg
 
     overrides = ["--env.cameras", "front"] if cameras else []
@@ -141,7 +142,13 @@ def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: P
             done_threshold=0.9,
             done_bonus=args.done_bonus,
             end_on_done=not args.no_end_on_done,
+            progress_weight=args.progress_weight,
+            accumulate=args.accumulate,
+            done_term=args.done_term,
         ),
+        DoneRefitCfg(args.refit_every, args.refit_updates, visit_prior=args.visit_prior, encoder=args.refit_encoder)
+        if args.refit_every
+        else None,
     )
     t0 = time.time()
     run_dir = logdir / f"{reward[:7]}_{seed}"
@@ -169,7 +176,18 @@ def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: P
         "env_steps": steps,
         "wall_s": wall,
         "eval_success": evaluate_policy(ckpt),
-        "settings": {"stride": args.stride, "done_bonus": args.done_bonus, "end_on_done": not args.no_end_on_done},
+        "settings": {
+            "stride": args.stride,
+            "done_bonus": args.done_bonus,
+            "end_on_done": not args.no_end_on_done,
+            "progress_weight": args.progress_weight,
+            "accumulate": args.accumulate,
+            "done_term": args.done_term,
+            "refit_every": args.refit_every,
+            "refit_updates": args.refit_updates,
+            "visit_prior": args.visit_prior,
+            "refit_encoder": args.refit_encoder,
+        },
         **bc,
         "checkpoint": str(ckpt),
     }
@@ -189,6 +207,17 @@ def main() -> None:
     parser.add_argument("--dead_band", type=float, default=0.02)
     parser.add_argument("--stride", type=int, default=5, help="control steps between critic calls")
     parser.add_argument("--done_bonus", type=float, default=0.0, help="weight of the done probability in the reward")
+    parser.add_argument(
+        "--progress_weight", type=float, default=1.0, help="weight of the value increments (0: done probability only)"
+    )
+    parser.add_argument("--accumulate", default="vlac", choices=["vlac", "sum"], help="deltas -> value")
+    parser.add_argument(
+        "--refit_every", type=int, default=0, help="control steps between done-head refits on the run's visits (0: off)"
+    )
+    parser.add_argument("--done_term", default="prob", choices=["prob", "log_odds"], help="what the bonus pays")
+    parser.add_argument("--visit_prior", type=float, default=0.0, help="refits: 0 visits negative, > 0 nnPU prior")
+    parser.add_argument("--refit_updates", type=int, default=20, help="Adam steps per refit")
+    parser.add_argument("--refit_encoder", action="store_true", help="refits train the critic's encoder too")
     parser.add_argument("--rewards", nargs="+", default=["task", "learned"], choices=["task", "learned"])
     parser.add_argument("--no_end_on_done", action="store_true", help="the critic's done does not end episodes")
     parser.add_argument("--bc_init", action="store_true", help="both rewards start from the expert cloned by BC")

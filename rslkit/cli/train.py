@@ -14,6 +14,7 @@ from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes import build_run, latest_run, load_run, task_dir_name
 from rslkit.recipes.learned_reward import RewardChoice
+from rslkit.rewards.done_refit import DoneRefitCfg
 from rslkit.rewards.value import ValueCfg
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.allocator import share_one_malloc_arena
@@ -77,6 +78,23 @@ def main(argv: list[str] | None = None) -> Any:
     parser.add_argument(
         "--reward_progress_weight", type=float, default=1.0,
         help="weight of the value increments (0 with --reward_done_bonus > 0: the done classifier's reward alone)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reward_done_term", default="prob",
+        help="what --reward_done_bonus pays: prob (the done probability D) or log_odds (VICE: log D - log(1 - D))",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reward_refit_every", type=int, default=0,
+        help="control steps between refits of the critic's done head on the run's own visits (VICE; 0: never)",
+    )  # fmt: skip
+    parser.add_argument("--reward_refit_updates", type=int, default=20, help="Adam steps per done-head refit")
+    parser.add_argument(
+        "--reward_refit_visit_prior", type=float, default=0.0,
+        help="0: visits are the refits' negatives (VICE); pi > 0: unlabeled, a fraction pi done (nnPU loss)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reward_refit_encoder", type=lambda v: v.lower() in ("1", "true", "yes"), default=False,
+        help="refits train the critic's frame encoder too (true|false, default false: the done head alone)",
     )  # fmt: skip
     args, overrides = parser.parse_known_args(argv)
 
@@ -142,8 +160,15 @@ def _build(
             reward_scale=args.reward_scale,
             accumulate=args.reward_accumulate,
             progress_weight=args.reward_progress_weight,
+            done_term=args.reward_done_term,
         )
-        reward = RewardChoice(args.reward, args.reward_goal, value)
+        refit = DoneRefitCfg(
+            args.reward_refit_every,
+            args.reward_refit_updates,
+            visit_prior=args.reward_refit_visit_prior,
+            encoder=args.reward_refit_encoder,
+        )
+        reward = RewardChoice(args.reward, args.reward_goal, value, refit if refit.every > 0 else None)
         env, runner = build_run(
             args.task,
             args.algo,

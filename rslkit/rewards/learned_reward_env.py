@@ -5,7 +5,9 @@ scored one; VLAC's recursion turns the delta into a value (:mod:`rslkit.rewards.
 value's increment. A done probability at or above ``done_threshold`` ends the episode there (a termination, not a
 time-out), through the task's ``reset_envs``. The true reward stays available for evaluation:
 ``extras["true_reward"]`` ``[N]``, and the per-iteration log gets ``Learned_Reward/*`` monitors (value, true
-reward, critic terminations, VOC and negative-step rate of finished episodes).
+reward, critic terminations, VOC and negative-step rate of finished episodes). With a
+:class:`~rslkit.rewards.done_refit.DoneRefitter` the scored frames are also the negatives of periodic refits of the
+critic's done head (VICE's online classifier).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from tensordict import TensorDict
 from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP, episode_instructions
 from rslkit.envs.vec_env import VecEnv
 from rslkit.rewards.contract import ProgressCritic
+from rslkit.rewards.done_refit import DoneRefitter
 from rslkit.rewards.metrics import negative_step_rate, value_order_correlation
-from rslkit.rewards.value import ValueCfg, apply_dead_band, value_step
+from rslkit.rewards.value import ValueCfg, apply_dead_band, done_term, value_step
 
 
 class LearnedRewardEnv(VecEnv):
@@ -35,6 +38,8 @@ class LearnedRewardEnv(VecEnv):
             it was given.
         cfg: dead-band, stride, done threshold, reward scale, ``end_on_done``.
         end_on_done: end episodes when the critic says done (None: ``cfg.end_on_done``).
+        refitter: refits of the critic's done head on the frames this env scores (every ``refitter.cfg.every``
+            control steps; :mod:`rslkit.rewards.done_refit`); None: the critic stays as trained.
 
     Raises:
         ValueError: the env cannot report final observations or reset single envs, ``goal`` is None for an env
@@ -49,6 +54,7 @@ class LearnedRewardEnv(VecEnv):
         goal: str | Sequence[str] | None,
         cfg: ValueCfg | None = None,
         end_on_done: bool | None = None,
+        refitter: DoneRefitter | None = None,
     ) -> None:
         cfg = cfg or ValueCfg()
         end_on_done = cfg.end_on_done if end_on_done is None else end_on_done
@@ -59,6 +65,10 @@ class LearnedRewardEnv(VecEnv):
                     "tasks have it; for other envs pass end_on_done=False or add the method."
                 )
         self.env, self.critic, self.cfg, self.end_on_done = env, critic, cfg, end_on_done
+        if refitter is not None and refitter.model is not critic:
+            raise ValueError("The refitter must refit the critic this env scores with (DoneRefitter(critic, ...)).")
+        self.refitter = refitter
+        self._steps = 0
         self.goal = goal
         env.request_final_obs()  # type: ignore[attr-defined]
         obs = env.get_observations()
@@ -126,24 +136,30 @@ class LearnedRewardEnv(VecEnv):
         return obs
 
     def state_dict(self) -> dict[str, Any]:
-        """The task's state (if it has one) and the critic's per-env anchor frame, value and steps since scoring, so
-        that a resumed run continues the values of running episodes."""
+        """The task's state (if it has one), the critic's per-env anchor frame, value and steps since scoring, so
+        that a resumed run continues the values of running episodes; with a refitter, the refitted critic."""
         inner = getattr(self.env, "state_dict", None)
         return {
             "env": inner() if inner is not None else None,
             "anchor": {str(k): v.clone() for k, v in self._anchor.items()},
             "value": self.value.clone(),
             "since": self._since.clone(),
+            "steps": self._steps,
+            "refit": self.refitter.state_dict() if self.refitter is not None else None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved (the monitors' per-episode lists restart)."""
+        """Restore what :meth:`state_dict` saved (the monitors' per-episode lists and the refitter's visits
+        restart)."""
         if state.get("env") is not None and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(state["env"])
         for key, value in state["anchor"].items():
             self._anchor[key] = value.to(self._anchor[key].device)
         self.value.copy_(state["value"])
         self._since.copy_(state["since"])
+        self._steps = int(state.get("steps", 0))
+        if self.refitter is not None and state.get("refit") is not None:
+            self.refitter.load_state_dict(state["refit"])
 
     def _goals(self, ids: torch.Tensor) -> str | list[str]:
         """The goals of envs ``ids``: the fixed one(s), or the instruction of each one's episode (read from its
@@ -166,10 +182,11 @@ class LearnedRewardEnv(VecEnv):
         critic_done = torch.zeros(self.num_envs, dtype=torch.bool)
         if scored.numel() > 0:
             ids = scored.to(obs.device)
-            score = self.critic.score(self._anchor[ids], last[ids], self._goals(scored))
+            goals = self._goals(scored)
+            score = self.critic.score(self._anchor[ids], last[ids], goals)
             delta = apply_dead_band(score.delta.float(), self.cfg.dead_band)
             new_value = value_step(self.value[scored], delta, self.cfg.accumulate)
-            bonus = self.cfg.done_bonus * score.done.float()
+            bonus = self.cfg.done_bonus * done_term(score.done.float(), self.cfg.done_term)
             progress = self.cfg.progress_weight * (new_value - self.value[scored])
             rewards[scored] = self.cfg.reward_scale * (progress + bonus)
             self.value[scored] = new_value
@@ -179,7 +196,12 @@ class LearnedRewardEnv(VecEnv):
             for k, i in enumerate(scored.tolist()):
                 self._values[i].append(float(new_value[k]))
                 self._deltas[i].append(float(delta[k]))
+            if self.refitter is not None:
+                self.refitter.add(last[ids], goals)
         log = extras.setdefault("log", {})
+        self._steps += 1
+        if self.refitter is not None and self.refitter.cfg.every > 0 and self._steps % self.refitter.cfg.every == 0:
+            log.update(self.refitter.refit())
         log["Learned_Reward/true_reward"] = true_reward.float().mean()
         log["Learned_Reward/value"] = self.value.mean()
         ended_by_critic = critic_done & ~dones.cpu() if self.end_on_done else torch.zeros_like(critic_done)

@@ -24,6 +24,7 @@ from tensordict import TensorDict
 from tqdm import tqdm
 
 from rslkit.envs.camera_groups import CAMERA_PREFIX
+from rslkit.rewards.goal_examples import GOAL_EXAMPLES, goal_examples, save_goal_examples
 from rslkit.rewards.pairs import PairBatch, PairSampler, PairSamplerCfg, ProgressData
 from rslkit.rewards.progress_model import ProgressModel, load_progress_model, save_progress_model
 
@@ -94,7 +95,8 @@ def train_progress_model(
         model: a fresh model (or the one saved at ``out`` when ``resume``).
         data: training episodes.
         cfg: optimisation settings.
-        out: where the model is saved (``model.safetensors``), with ``optimizer.pt`` and ``history.json``.
+        out: where the model is saved (``model.safetensors``), with ``optimizer.pt``, ``history.json`` and the goal
+            examples of its done head (``goal_examples.safetensors``, :mod:`rslkit.rewards.goal_examples`).
         evaluate: called every ``eval_every`` steps with the model; its metrics join the history.
         resume: continue the run saved at ``out``.
 
@@ -118,6 +120,9 @@ def train_progress_model(
         if model.cfg.state_group is not None:
             model.encoder.fit_state_stats(data.frames[model.cfg.state_group].float())
     model.encoder.check(data.frames[:1])
+    if out_dir is not None:  # the done head's labels, for refits on online data (rslkit.rewards.done_refit)
+        examples = goal_examples(data, cfg.sampler.done_frames, seed=cfg.seed)
+        save_goal_examples(examples, out_dir / GOAL_EXAMPLES)
     sampler = PairSampler(data, cfg.sampler, seed=cfg.seed + step)
     augment = torch.Generator().manual_seed(cfg.seed + 1 + step)
     model.train()

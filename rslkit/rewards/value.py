@@ -27,6 +27,10 @@ import torch
 
 ACCUMULATE = ("vlac", "sum")
 """How deltas accumulate into a value: VLAC's recursion, or their clipped sum."""
+DONE_TERMS = ("prob", "log_odds")
+"""What the done bonus pays: the done probability ``D`` (HIL-SERL), or VICE's ``log D - log(1 - D)``."""
+LOG_ODDS_EPS = 1e-4
+"""``D`` is clamped to ``[eps, 1 - eps]`` before the log-odds (so they lie within +-9.2)."""
 
 
 @dataclass
@@ -44,7 +48,7 @@ class ValueCfg:
     """End episodes when the critic says done (False: the task's own terminations and time-outs only; a critic whose
     done head fires early then cannot cut episodes short, which a policy learns to exploit)."""
     reward_scale: float = 1.0
-    """Reward = ``reward_scale * (progress_weight * (v_t - v_{t-1}) + done_bonus * done(o_t))``."""
+    """Reward = ``reward_scale * (progress_weight * (v_t - v_{t-1}) + done_bonus * done_term(D(o_t)))``."""
     done_bonus: float = 0.0
     """Weight of the done probability in each scored step's reward (0: value increments only)."""
     progress_weight: float = 1.0
@@ -53,6 +57,9 @@ class ValueCfg:
     accumulate: str = "vlac"
     """``vlac``: VLAC's recursion (progress closes a fraction of the gap); ``sum``: ``clip(v + delta, 0, 1)``, what
     the pair labels ``(j - i) / T`` add up to (see the module docstring)."""
+    done_term: str = "prob"
+    """``prob``: the bonus pays ``D``; ``log_odds``: VICE's ``log D - log(1 - D)``, which keeps ranking states after
+    refits on online data (:mod:`rslkit.rewards.done_refit`) have pushed ``D`` near 0 wherever the policy goes."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dead_band < 1.0:
@@ -66,6 +73,8 @@ class ValueCfg:
         if self.done_bonus < 0:
             raise ValueError(f"done_bonus must be >= 0, got {self.done_bonus}.")
         check_reward_weights(self.progress_weight, self.done_bonus)
+        if self.done_term not in DONE_TERMS:
+            raise ValueError(f"done_term must be one of {DONE_TERMS}, got {self.done_term!r}.")
         if not 0.0 < self.done_threshold <= 1.0:
             raise ValueError(f"done_threshold must be in (0, 1], got {self.done_threshold}.")
 
@@ -78,6 +87,17 @@ def check_reward_weights(progress_weight: float, done_bonus: float) -> None:
         raise ValueError(
             "progress_weight 0 needs done_bonus > 0 (the done classifier's reward); every reward would be 0."
         )
+
+
+def done_term(done: torch.Tensor, kind: str = "prob") -> torch.Tensor:
+    """What the done bonus pays for done probabilities ``done`` (any shape): ``done`` itself (``prob``), or
+    ``log D - log(1 - D)`` with ``D`` clamped to ``[LOG_ODDS_EPS, 1 - LOG_ODDS_EPS]`` (``log_odds``)."""
+    if kind == "prob":
+        return done
+    if kind != "log_odds":
+        raise ValueError(f"done_term must be one of {DONE_TERMS}, got {kind!r}.")
+    d = done.clamp(LOG_ODDS_EPS, 1.0 - LOG_ODDS_EPS)
+    return torch.log(d) - torch.log1p(-d)
 
 
 def apply_dead_band(delta: torch.Tensor, dead_band: float) -> torch.Tensor:

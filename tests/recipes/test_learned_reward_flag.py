@@ -56,6 +56,35 @@ def test_bad_reward_flags_are_usage_errors(tmp_path, critic_path, capsys):
     assert "accumulate must be one of" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="rslkit.rewards train"):
         train.main([*common, "--reward", f"learned:{tmp_path / 'none.safetensors'}"])
+    with pytest.raises(SystemExit):
+        train.main([*common, "--reward_refit_every", "5"])
+    assert "pass --reward learned:PATH" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="No goal examples"):
+        train.main([*common, "--reward", f"learned:{critic_path}", "--reward_refit_every", "5"])
+
+
+def test_refit_flags_refit_the_done_head_and_travel_in_the_checkpoint(tmp_path):
+    from tensordict import TensorDict
+
+    from rslkit.rewards.goal_examples import GOAL_EXAMPLES, GoalExamples, save_goal_examples
+
+    torch.manual_seed(0)
+    model = ProgressModel(ProgressModelCfg(cameras=(), state_group="policy", state_dim=6, feature_dim=16))
+    model.fit_goals(["reach the goal"])
+    path = save_progress_model(model, tmp_path / "critic" / "model.safetensors")
+    done = (torch.arange(32) < 8).float()
+    save_goal_examples(GoalExamples(TensorDict({"policy": torch.randn(32, 6)}, [32]), ["reach the goal"] * 32, done),
+                       path.parent / GOAL_EXAMPLES)  # fmt: skip
+    common = ["--task", "point-reach", "--num_envs", "8", "--logdir", str(tmp_path / "runs")]
+    flags = ["--reward_refit_every", "4", "--reward_refit_updates", "3", "--max_iterations", "1"]
+    runner = train.main([*common, "--reward", f"learned:{path}", *flags])
+    assert isinstance(runner.env, LearnedRewardEnv) and runner.env.refitter is not None
+    assert runner.env.refitter.refits >= 1 and runner.env.refitter.cfg.updates == 3
+    saved = load_checkpoint(latest_checkpoint(runner.log_dir))
+    assert saved["reward"]["refit"]["every"] == 4 and saved["env_state"]["refit"]["refits"] >= 1
+    resumed = train.main([*common, "--resume", "--max_iterations", "2"])
+    assert isinstance(resumed.env, LearnedRewardEnv) and resumed.env.refitter is not None
+    assert resumed.env.refitter.refits > runner.env.refitter.refits
 
 
 def test_an_env_with_instructions_is_rewarded_for_each_episodes_instruction(tmp_path):

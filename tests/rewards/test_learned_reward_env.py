@@ -1,5 +1,7 @@
 """The learned-reward wrapper: value increments as rewards, the stride, episodes ended at the done threshold."""
 
+import math
+
 import pytest
 import torch
 
@@ -116,6 +118,11 @@ def test_done_bonus_pays_for_holding_the_goal():
         obs, rewards, _, _ = env.step(_towards_goal(obs))
         assert torch.allclose(rewards, torch.full((4,), 1.0))
     assert (env.value > 0).all()
+    # VICE's log-odds: a certain done pays log((1 - eps) / eps) per scored step
+    cfg = ValueCfg(dead_band=0.0, done_bonus=1.0, progress_weight=0.0, done_term="log_odds")
+    env = LearnedRewardEnv(_env(), critic, "g", cfg, end_on_done=False)
+    _, rewards, _, _ = env.step(_towards_goal(env.get_observations()))
+    assert torch.allclose(rewards, torch.full((4,), math.log((1 - 1e-4) / 1e-4)), atol=1e-4)
     with pytest.raises(ValueError, match="needs done_bonus > 0"):
         ValueCfg(progress_weight=0.0)
     with pytest.raises(ValueError, match="progress_weight must be >= 0"):

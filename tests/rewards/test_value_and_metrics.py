@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rslkit.rewards.metrics import done_auroc, negative_step_rate, value_order_correlation
-from rslkit.rewards.value import ValueCfg, apply_dead_band, value_step, value_trajectory
+from rslkit.rewards.value import ValueCfg, apply_dead_band, done_term, value_step, value_trajectory
 
 
 def test_value_step_closes_the_gap_on_progress_and_loses_achievement_on_regression():
@@ -64,3 +64,15 @@ def test_negative_step_rate_and_auroc():
     assert math.isclose(done_auroc([0.5, 0.5], [True, False]), 0.5)
     with pytest.raises(ValueError, match="done and not-done"):
         done_auroc([0.2, 0.3], [False, False])
+
+
+def test_done_term_pays_the_probability_or_vices_log_odds():
+    d = torch.tensor([0.0, 0.2, 0.5, 0.9, 1.0])
+    assert torch.equal(done_term(d, "prob"), d)
+    odds = done_term(d, "log_odds")
+    expected = [math.log(1e-4 / (1 - 1e-4)), math.log(0.2 / 0.8), 0.0, math.log(9.0), math.log((1 - 1e-4) / 1e-4)]
+    assert torch.allclose(odds, torch.tensor(expected), atol=1e-3)  # 1 - 1e-4 in float32
+    with pytest.raises(ValueError, match="done_term must be one of"):
+        done_term(d, "logit")
+    with pytest.raises(ValueError, match="done_term must be one of"):
+        ValueCfg(done_term="logit")
