@@ -39,6 +39,7 @@ def train_critic(task: str, inputs: str, args, out: Path) -> tuple[Path, dict]:
     from rslkit.rewards.evaluation import evaluate_critic
     from rslkit.rewards.pairs import PairSamplerCfg
     from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg
+    from rslkit.rewards.state_columns import select_state_columns
     from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
     cameras = ("front",) if inputs == "image" else ()
@@ -46,11 +47,14 @@ def train_critic(task: str, inputs: str, args, out: Path) -> tuple[Path, dict]:
     train, held = split_episodes(data, 0.2, 0)
     torch.manual_seed(0)
     state = inputs == "state"
+    dim = int(data.frames["policy"].shape[-1])
+    columns = select_state_columns(args.state_columns, dim, observation_names(task)) if args.state_columns else ()
     cfg = ProgressModelCfg(
         cameras=() if state else ("front",),
         image_size=(64, 64),
         state_group="policy" if state else None,
-        state_dim=int(data.frames["policy"].shape[-1]) if state else 0,
+        state_dim=dim if state else 0,
+        state_columns=columns if state else (),
     )
     model = ProgressModel(cfg)
     train_cfg = ProgressTrainCfg(
@@ -62,7 +66,25 @@ def train_critic(task: str, inputs: str, args, out: Path) -> tuple[Path, dict]:
     t0 = time.time()
     train_progress_model(model, train, train_cfg, out=out)
     metrics = evaluate_critic(model, held, stride=2, other_goals=DISTRACTORS, done_frames=HOLD)
-    return out / "model.safetensors", {"data": info, "train_s": time.time() - t0, **metrics}
+    return out / "model.safetensors", {
+        "data": info,
+        "train_s": time.time() - t0,
+        "state_columns": list(columns),
+        **metrics,
+    }
+
+
+def observation_names(task: str) -> list[str]:
+    """The ``policy`` group's column names of ``task`` (from a one-env instance)."""
+    from rslkit.envs.registry import get_task
+
+    spec = get_task(task)
+    cfg = spec.env_cfg()
+    cfg.num_envs = 1
+    env = spec.make_env(cfg, "cpu")
+    names = list(env.observation_names["policy"])
+    env.close()
+    return names
 
 
 def evaluate_policy(ckpt: Path, episodes: int = 256) -> float:
@@ -218,6 +240,9 @@ def main() -> None:
     parser.add_argument("--visit_prior", type=float, default=0.0, help="refits: 0 visits negative, > 0 nnPU prior")
     parser.add_argument("--refit_updates", type=int, default=20, help="Adam steps per refit")
     parser.add_argument("--refit_encoder", action="store_true", help="refits train the critic's encoder too")
+    parser.add_argument(
+        "--state_columns", default="", help="columns of the policy group the state critic reads (all if unset)"
+    )
     parser.add_argument("--rewards", nargs="+", default=["task", "learned"], choices=["task", "learned"])
     parser.add_argument("--no_end_on_done", action="store_true", help="the critic's done does not end episodes")
     parser.add_argument("--bc_init", action="store_true", help="both rewards start from the expert cloned by BC")

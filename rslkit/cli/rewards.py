@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from rslkit.cli.common import run_cli
+from rslkit.data.lerobot_meta import read_info
 from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.datasets import concat_progress_data, progress_data, split_episodes
@@ -22,6 +23,7 @@ from rslkit.rewards.evaluation import evaluate_critic
 from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
 from rslkit.rewards.plots import plot_values
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
+from rslkit.rewards.state_columns import select_state_columns
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
 
@@ -44,16 +46,29 @@ def _load(args: argparse.Namespace, cameras: list[str], state_group: str | None)
     return concat_progress_data(parts)
 
 
+def _state_names(dataset: str) -> list[str] | None:
+    """``features["observation.state"].names`` of a dataset's info.json (a list, or LeRobot's ``{"motors": [...]}``)."""
+    names = read_info(Path(dataset))["features"].get("observation.state", {}).get("names")
+    if isinstance(names, dict) and len(names) == 1:
+        names = next(iter(names.values()))
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
 def _train(args: argparse.Namespace) -> Path:
     data = _load(args, args.camera, args.state_group)
+    state_dim = int(data.frames[args.state_group].shape[-1]) if args.state_group else 0
+    names = _state_names(args.dataset[0]) if state_dim else None
+    columns = select_state_columns(args.state_columns, state_dim, names) if state_dim else ()
+    if args.state_columns:
+        print(f"The critic reads state columns {list(columns)}" + (f": {[names[c] for c in columns]}" if names else ""))
     train, held_out = split_episodes(data, args.holdout, args.seed)
     image_size = (16, 16)
     if args.camera:
         image_size = tuple(data.frames[f"camera_{args.camera[0]}"].shape[1:3])  # type: ignore[assignment]
     cfg = ProgressModelCfg(
-        cameras=tuple(args.camera), image_size=image_size, state_group=args.state_group,
-        state_dim=int(data.frames[args.state_group].shape[-1]) if args.state_group else 0,
-        vision_backbone=args.vision_backbone, text_encoder=args.text_encoder,
+        cameras=tuple(args.camera), image_size=image_size, state_group=args.state_group, state_dim=state_dim,
+        state_columns=columns if len(columns) < state_dim else (), vision_backbone=args.vision_backbone,
+        text_encoder=args.text_encoder,
     )  # fmt: skip
     torch.manual_seed(args.seed)
     model = ProgressModel(cfg)
@@ -127,6 +142,11 @@ def main(argv: list[str] | None = None) -> object:
     tr.add_argument("--out", required=True, help="output directory (model.safetensors, optimizer.pt, history.json)")
     tr.add_argument("--camera", action="append", default=[], help="camera the critic looks at (repeatable)")
     tr.add_argument("--state_group", default=None, help="also read observation.state, as this env group (policy)")
+    tr.add_argument(
+        "--state_columns",
+        default="",
+        help="columns of the state the critic reads: indices, start:stop ranges, name globs (0:6,ee.*); all if unset",
+    )
     tr.add_argument("--steps", type=int, default=3000)
     tr.add_argument("--batch_size", type=int, default=128)
     tr.add_argument("--lr", type=float, default=3e-4)
@@ -167,6 +187,8 @@ def main(argv: list[str] | None = None) -> object:
     if args.command == "train":
         if not args.camera and args.state_group is None:
             parser.error("train needs --camera NAME and/or --state_group GROUP: what the critic looks at")
+        if args.state_columns and args.state_group is None:
+            parser.error("--state_columns selects columns of the state: pass --state_group too")
         return _train(args)
     if args.command == "relabel":
         return _relabel(args)

@@ -81,6 +81,8 @@ class FrameEncoder(nn.Module):
         image_size: ``(H, W)`` every camera image must have.
         state_group: name of the state vector group, or None (images only).
         state_dim: its size.
+        state_columns: the columns of the state group the encoder reads (:mod:`rslkit.rewards.state_columns`);
+            empty: all ``state_dim``.
         channels, feature_dim: CNN widths and the fused feature size.
         vision_backbone: a local ``transformers`` vision model to use (frozen) instead of the CNN.
     """
@@ -97,6 +99,7 @@ class FrameEncoder(nn.Module):
         channels: tuple[int, ...] = (32, 64, 64, 64),
         feature_dim: int = 256,
         vision_backbone: str | None = None,
+        state_columns: tuple[int, ...] = (),
     ) -> None:
         super().__init__()
         if not cameras and state_group is None:
@@ -111,10 +114,17 @@ class FrameEncoder(nn.Module):
 
         self.images = nn.ModuleDict({name: image_encoder() for name in self.cameras})
         parts = feature_dim * len(self.cameras)
+        bad = [c for c in state_columns if not 0 <= c < state_dim]
+        if bad or len(set(state_columns)) != len(state_columns):
+            raise ValueError(
+                f"State columns {list(state_columns)} must be distinct indices below state_dim {state_dim}."
+            )
+        self.state_columns = tuple(state_columns) or tuple(range(state_dim))
         if state_group is not None:
-            self.state = nn.Sequential(nn.Linear(state_dim, feature_dim), nn.LayerNorm(feature_dim), nn.ReLU())
-            self.register_buffer("state_mean", torch.zeros(state_dim))
-            self.register_buffer("state_std", torch.ones(state_dim))
+            read = len(self.state_columns)
+            self.state = nn.Sequential(nn.Linear(read, feature_dim), nn.LayerNorm(feature_dim), nn.ReLU())
+            self.register_buffer("state_mean", torch.zeros(read))
+            self.register_buffer("state_std", torch.ones(read))
             parts += feature_dim
         self.fuse = nn.Sequential(nn.Linear(parts, feature_dim), nn.ReLU(), nn.Linear(feature_dim, feature_dim))
         self.state_dim = state_dim
@@ -122,6 +132,7 @@ class FrameEncoder(nn.Module):
     def fit_state_stats(self, states: torch.Tensor) -> None:
         """Standardise the state group with the mean/std of ``states [F, D]`` (the training frames)."""
         if self.state_group is not None:
+            states = states[:, list(self.state_columns)]
             self.state_mean.copy_(states.mean(0))
             self.state_std.copy_(states.std(0, unbiased=False).clamp_min(1e-3))
 
@@ -157,6 +168,6 @@ class FrameEncoder(nn.Module):
             images = frames[camera_group(name)].permute(0, 3, 1, 2).float() / 255.0
             parts.append(self.images[name](images))
         if self.state_group is not None:
-            state = (frames[self.state_group].float() - self.state_mean) / self.state_std
+            state = (frames[self.state_group][:, list(self.state_columns)].float() - self.state_mean) / self.state_std
             parts.append(self.state(state))
         return self.fuse(torch.cat(parts, dim=-1))

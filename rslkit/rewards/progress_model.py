@@ -41,6 +41,9 @@ class ProgressModelCfg:
     state_group: str | None = None
     """Observation group of the proprioceptive state the critic also reads (e.g. ``policy``); None: images only."""
     state_dim: int = 0
+    state_columns: tuple[int, ...] = ()
+    """Columns of the state group the critic reads (:func:`~rslkit.rewards.state_columns.select_state_columns`;
+    e.g. the positions without the velocities and the last action); empty: all ``state_dim``."""
     channels: tuple[int, ...] = (32, 64, 64, 64)
     feature_dim: int = 256
     goal_dim: int = 64
@@ -71,7 +74,7 @@ class ProgressModel(nn.Module):
         self.cfg = cfg
         self.encoder = FrameEncoder(
             cfg.cameras, cfg.image_size, cfg.state_group, cfg.state_dim, cfg.channels, cfg.feature_dim,
-            cfg.vision_backbone,
+            cfg.vision_backbone, cfg.state_columns,
         )  # fmt: skip
         self.goal_table = GoalTable(cfg.text_dim)
         self.goal_proj = nn.Sequential(nn.Linear(cfg.text_dim, cfg.goal_dim), nn.LayerNorm(cfg.goal_dim))

