@@ -74,7 +74,9 @@ def train_lift_critic(args: argparse.Namespace, logdir: Path) -> tuple[Path, dic
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from learned_reward_rl import train_critic
 
-    settings = argparse.Namespace(demos=args.critic_demos, critic_steps=args.critic_steps, demo_noise=0.5)
+    settings = argparse.Namespace(
+        demos=args.critic_demos, critic_steps=args.critic_steps, demo_noise=0.5, state_columns=args.critic_state_columns
+    )
     path, metrics = train_critic("so101-lift", "state", settings, logdir / "critic")
     return path, metrics
 
@@ -180,6 +182,9 @@ def main() -> None:
     parser.add_argument("--learned_reward", action="store_true", help="train on a state critic's reward only")
     parser.add_argument("--critic_demos", type=int, default=60, help="scripted episodes the critic learns from")
     parser.add_argument("--critic_steps", type=int, default=1500)
+    parser.add_argument(
+        "--critic_state_columns", default="", help="columns of the policy state the critic reads (all when empty)"
+    )
     parser.add_argument("--reward_scale", type=float, default=100.0)
     parser.add_argument("--reward_done_bonus", type=float, default=0.0)
     parser.add_argument("--reward_dead_band", type=float, default=0.02)
