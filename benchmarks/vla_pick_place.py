@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -192,8 +193,9 @@ def main() -> None:
     parser.add_argument("--eval_episodes", type=int, default=256)
     parser.add_argument("--latency_iters", type=int, default=500)
     parser.add_argument("--cameras", nargs="+", default=["front"], help="cameras recorded and seen by the policy")
-    parser.add_argument("--bc_extra", nargs="*", default=[], help="more train.py arguments of the BC stage")
-    parser.add_argument("--rl_extra", nargs="*", default=[], help="more train.py arguments of the ReinFlow stage")
+    extra_help = "more train.py arguments of the %s stage, one string: --%s='--agent.x 1 --agent.y 2'"
+    parser.add_argument("--bc_extra", type=shlex.split, default=[], help=extra_help % ("BC", "bc_extra"))
+    parser.add_argument("--rl_extra", type=shlex.split, default=[], help=extra_help % ("ReinFlow", "rl_extra"))
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/vla_pick_place.json)")
     args = parser.parse_args()
     import torch
