@@ -17,7 +17,8 @@ Each stage runs the command a user types, as a child process, and is timed; a st
             --max_iterations M``: ReinFlow over the action expert with a critic on the privileged state.
   eval      every checkpoint named by ``--eval`` (default: the last BC and the last ReinFlow one):
             ``--eval_episodes`` deterministic episodes from fixed start states (seed ``EVAL_SEED``), success overall
-            and per instruction.
+            and per instruction; ``--eval_execute_steps 0 8`` evaluates each with the whole chunk and with 8 of
+            its actions executed before replanning (receding horizon, ``--agent.execute_steps``).
   latency   the last checkpoint exported to ONNX (``python -m rslkit.export``): batch-1 chunk latency with ONNX
             Runtime on one thread (median, p99) and its largest difference from torch.
   render    env steps/s with the cameras at 64x64 (``--env.cameras front``) on 1 and 32 envs.
@@ -103,15 +104,17 @@ def stage_train(args: argparse.Namespace, name: str, extra: list[str], iteration
     return {"command": " ".join(cmd[1:]), "seconds": seconds, "checkpoint": str(last_checkpoint(args.workdir / name))}
 
 
-def evaluate_checkpoint(ckpt: Path, episodes: int) -> dict[str, Any]:
-    """Success overall and per instruction of ``episodes`` deterministic episodes of the checkpoint's policy."""
+def evaluate_checkpoint(ckpt: Path, episodes: int, execute_steps: int = 0) -> dict[str, Any]:
+    """Success overall and per instruction of ``episodes`` deterministic episodes of the checkpoint's policy,
+    executing ``execute_steps`` actions of each chunk (0: all of them)."""
     import torch
 
     from rslkit.recipes.run import load_run
     from rslkit.runners.instructed_env import run_instructed_episodes
 
     t0 = time.perf_counter()
-    env, runner, _ = load_run(ckpt, num_envs=episodes, seed=EVAL_SEED)
+    overrides = ["--agent.execute_steps", str(execute_steps)]
+    env, runner, _ = load_run(ckpt, num_envs=episodes, seed=EVAL_SEED, overrides=overrides)
     result = run_instructed_episodes(env, runner.inference_policy(), runner.reset_inference)
     per: dict[str, dict[str, float]] = {}
     for g, text in enumerate(env.instructions):
@@ -120,6 +123,7 @@ def evaluate_checkpoint(ckpt: Path, episodes: int) -> dict[str, Any]:
     return {
         "checkpoint": str(ckpt),
         "episodes": episodes,
+        "execute_steps": execute_steps,
         "success": float(result.success.float().mean()),
         "per_instruction": per,
         "mean_episode_length": float(result.lengths.mean()),
@@ -191,6 +195,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval", nargs="*", type=Path, default=None, help="checkpoints to evaluate")
     parser.add_argument("--eval_episodes", type=int, default=256)
+    parser.add_argument(
+        "--eval_execute_steps",
+        nargs="+",
+        type=int,
+        default=[0],
+        help="actions executed per chunk in evaluation, one evaluation each (0: the whole chunk)",
+    )
     parser.add_argument("--latency_iters", type=int, default=500)
     parser.add_argument("--cameras", nargs="+", default=["front"], help="cameras recorded and seen by the policy")
     extra_help = "more train.py arguments of the %s stage, one string: --%s='--agent.x 1 --agent.y 2'"
@@ -234,10 +245,12 @@ def main() -> None:
             ckpts = [last_checkpoint(args.workdir / s) for s in ("bc", "reinflow") if (args.workdir / s).exists()]
         evals = results.setdefault("eval", {})
         for ckpt in ckpts:
-            if str(ckpt) not in evals:
-                evals[str(ckpt)] = evaluate_checkpoint(ckpt, args.eval_episodes)
-                print(json.dumps(evals[str(ckpt)], indent=1), flush=True)
-                save()
+            for n in args.eval_execute_steps:
+                key = str(ckpt) if n == 0 else f"{ckpt} execute_steps={n}"
+                if key not in evals:
+                    evals[key] = evaluate_checkpoint(ckpt, args.eval_episodes, n)
+                    print(json.dumps(evals[key], indent=1), flush=True)
+                    save()
     if "latency" in args.stages:
         stage = "reinflow" if (args.workdir / "reinflow").exists() else "bc"
         results["latency"] = latency(last_checkpoint(args.workdir / stage), args.workdir, args.latency_iters)

@@ -40,6 +40,9 @@ class FlowBCRunnerCfg(RunCfg):
     """Gradient steps per logged iteration."""
     eval_interval: int = 10
     """Iterations between evaluations in the env (one episode per env, deterministic ODE); 0: only the last."""
+    execute_steps: int = 0
+    """Actions executed per chunk in evaluation and ``play.py`` before a fresh chunk is computed from the current
+    observation (receding horizon, ``1 <= execute_steps <= policy.horizon``); 0: the whole chunk."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the pretrain loop cannot run with."""
@@ -48,6 +51,13 @@ class FlowBCRunnerCfg(RunCfg):
         expect(isinstance(updates, int) and updates >= 1, "updates_per_iteration", f"must be >= 1, got {updates}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
+        check_execute_steps(self.execute_steps, self.policy.horizon)
+
+
+def check_execute_steps(steps: int, horizon: int) -> None:
+    """Raise :class:`~rslkit.utils.validation.ConfigError` unless ``0 <= steps <= horizon`` (``execute_steps``)."""
+    problem = f"must be an integer in [0, policy.horizon={horizon}] (0: the whole chunk), got {steps}"
+    expect(isinstance(steps, int) and 0 <= steps <= horizon, "execute_steps", problem)
 
 
 def policy_obs_dim(env: VecEnv, group: str) -> int:
@@ -184,7 +194,8 @@ class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC[FlowPolicy]]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy ``obs -> actions [N, A]`` executing EMA-policy chunks."""
         policy, group = self.policy, self.cfg.policy.obs_group
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group]), policy.horizon)
+        execute = self.cfg.execute_steps
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group]), policy.horizon, execute)
         return self._executor
 
     def reset_inference(self, dones: torch.Tensor | None) -> None:

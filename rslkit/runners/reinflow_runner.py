@@ -28,7 +28,7 @@ from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.validation import expect
+from rslkit.utils.validation import ConfigError, expect
 
 
 @dataclass
@@ -44,6 +44,9 @@ class ChainRunCfg(RunCfg):
     max_iterations: int = 100
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
+    execute_steps: int = 0
+    """Actions executed per chunk in evaluation and ``play.py`` before a fresh chunk is computed from the current
+    observation (receding horizon, ``1 <= execute_steps <= policy.horizon``); 0: the whole chunk."""
     check_for_nan: bool = True
     restart_ended_episodes: str = "auto"
     """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
@@ -61,6 +64,9 @@ class ChainRunCfg(RunCfg):
         expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
+        execute = self.execute_steps
+        expect(isinstance(execute, int) and execute >= 0, "execute_steps",
+               f"must be an integer in [0, the chunk size] (0: the whole chunk), got {execute}")  # fmt: skip
 
 
 @dataclass
@@ -104,7 +110,15 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
     """The behaviour-cloning algorithm whose checkpoints this runner fine-tunes (for error messages)."""
 
     def _set_algorithm(self, alg: ReinFlow, obs: TensorDict, initialized: bool) -> None:
-        """Take ``alg`` (its chain's horizon sets the chunked env) and start the loop's state."""
+        """Take ``alg`` (its chain's horizon sets the chunked env) and start the loop's state.
+
+        Raises:
+            ConfigError: ``execute_steps`` exceeds the pretrained policy's chunk size.
+        """
+        execute, horizon = self.cfg.execute_steps, alg.chain.horizon
+        if execute > horizon:
+            problem = f"must be in [0, {horizon}] (the pretrained policy's chunk size), got {execute}"
+            raise ConfigError("agent.execute_steps", problem)
         self.alg = alg
         self.initialized = initialized
         """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
@@ -316,7 +330,8 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
         policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
+        execute = self.cfg.execute_steps
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon, execute)
         return self._executor
 
     def evaluate(self) -> dict[str, float]:

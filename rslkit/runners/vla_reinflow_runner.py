@@ -210,7 +210,8 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
         policy, k = self.policy, self.alg.chain.num_steps
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon)
+        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon,
+                                       self.cfg.execute_steps)  # fmt: skip
         return self._executor
 
     def evaluate(self) -> dict[str, float]:

@@ -117,6 +117,26 @@ def test_chunk_executor_runs_chunks_and_resets():
     assert calls == [2, 2, 1]
 
 
+def test_chunk_executor_receding_horizon_replans_after_execute_steps():
+    calls = []
+
+    def chunk_fn(obs):
+        calls.append(obs.batch_size[0])
+        return obs["policy"][:, :1].unsqueeze(1) + torch.arange(4.0).view(1, 4, 1)  # chunk = obs + (0, 1, 2, 3)
+
+    run = ChunkExecutor(chunk_fn, horizon=4, execute_steps=2)
+    seen = []
+    for t in range(5):
+        obs = TensorDict({"policy": torch.tensor([[100.0 * t]])}, batch_size=[1])
+        seen.append(run(obs)[0, 0].item())
+    # a fresh chunk from the current observation every 2 steps; the last 2 actions of each chunk are never executed
+    assert seen == [0, 1, 200, 201, 400]
+    assert calls == [1, 1, 1]
+    for bad in (-1, 5):
+        with pytest.raises(ValueError, match="execute_steps"):
+            ChunkExecutor(chunk_fn, horizon=4, execute_steps=bad)
+
+
 def _bimodal(n=2048, seed=0):
     """2-D actions from two well separated modes; the observation carries no information about the mode."""
     g = torch.Generator().manual_seed(seed)

@@ -16,6 +16,7 @@ from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict
 from rslkit.utils.seeding import seed_everything
+from rslkit.utils.validation import ConfigError
 
 POLICY = FlowPolicyCfg(horizon=4, num_inference_steps=2, hidden_dim=16, num_blocks=1)
 
@@ -129,6 +130,30 @@ def test_reinflow_errors(tmp_path):
     assert ppo.iteration == 1
     with pytest.raises(ValueError, match="written by 'ppo'; ReinFlow starts from a flow-bc checkpoint"):
         _rl(str(ckpt))
+
+
+def test_execute_steps_replans_in_evaluation_and_is_checked(tmp_path, demos, monkeypatch):
+    """``execute_steps`` 2 of chunks of 4 asks the policy for twice as many chunks in a 20-step evaluation."""
+    calls = {"n": 0}
+    counts = {}
+    for execute in (0, 2):
+        runner = _bc(demos, tmp_path / f"e{execute}", execute_steps=execute)
+        runner.learn(1)
+        act_chunk = runner.policy.act_chunk
+
+        def counted(*args, _act=act_chunk, **kwargs):
+            calls["n"] += 1
+            return _act(*args, **kwargs)
+
+        monkeypatch.setattr(runner.policy, "act_chunk", counted)
+        calls["n"] = 0
+        runner.evaluate()
+        counts[execute] = calls["n"]
+    assert counts == {0: 5, 2: 10}  # 20 steps of 4 envs in step: 20/4 and 20/2 chunk computations
+    with pytest.raises(ConfigError, match="execute_steps.*policy.horizon=4"):
+        _bc(demos, execute_steps=5)
+    with pytest.raises(ConfigError, match="execute_steps.*chunk size"):
+        _rl(str(tmp_path / "e0/model_1.pt"), cfg=_rl_cfg(str(tmp_path / "e0/model_1.pt"), execute_steps=5))
 
 
 def test_cli_train_flow_bc_reinflow_then_play(tmp_path, demos, monkeypatch, capsys):

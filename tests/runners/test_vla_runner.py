@@ -9,6 +9,7 @@ from rslkit.deploy.export import export_policy
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.models.vla import VLAPolicyCfg
 from rslkit.runners.vla_runner import VLABCRunnerCfg, VLAPretrainRunner
+from rslkit.utils.validation import ConfigError
 from tests.runners.instructed_point import INSTRUCTIONS, InstructedPointEnv, expert
 
 
@@ -38,6 +39,11 @@ def test_vla_runner_learns_both_instructions_and_resumes(dataset, tmp_path):
     metrics = runner.learn()
     # the expert always succeeds; the clone must follow both instructions, with margin for any CPU
     assert metrics["Eval/success/0"] >= 0.6 and metrics["Eval/success/1"] >= 0.6, metrics
+    # receding horizon: replanning after 2 of the 4 actions of each chunk follows the instructions as well
+    runner.cfg.execute_steps = 2
+    replanned = runner.evaluate()
+    assert replanned["Eval/success/0"] >= 0.6 and replanned["Eval/success/1"] >= 0.6, replanned
+    runner.cfg.execute_steps = 0
     ckpt = tmp_path / "run" / "model_12.pt"
     assert ckpt.exists()
     resumed = VLAPretrainRunner(InstructedPointEnv(num_envs=32, seed=1), _cfg(dataset), None, run_info={"seed": 0})
@@ -60,6 +66,8 @@ def test_vla_runner_learns_both_instructions_and_resumes(dataset, tmp_path):
 
 def test_vla_runner_refuses_what_it_cannot_train_on(dataset, tmp_path):
     env = InstructedPointEnv(num_envs=4)
+    with pytest.raises(ConfigError, match="execute_steps.*policy.horizon=4"):
+        VLAPretrainRunner(env, _cfg(dataset, execute_steps=5), None)
     runner = VLAPretrainRunner(env, _cfg(dataset, max_iterations=1), None)
     runner.cfg.policy.cameras = ("wrist",)
     with pytest.raises(ValueError, match="has no camera 'wrist'"):
