@@ -54,10 +54,10 @@ class FlowBCRunnerCfg(RunCfg):
         check_execute_steps(self.execute_steps, self.policy.horizon)
 
 
-def check_execute_steps(steps: int, horizon: int) -> None:
-    """Raise :class:`~rslkit.utils.validation.ConfigError` unless ``0 <= steps <= horizon`` (``execute_steps``)."""
-    problem = f"must be an integer in [0, policy.horizon={horizon}] (0: the whole chunk), got {steps}"
-    expect(isinstance(steps, int) and 0 <= steps <= horizon, "execute_steps", problem)
+def check_execute_steps(steps: int, horizon: int, field: str = "execute_steps") -> None:
+    """Raise :class:`~rslkit.utils.validation.ConfigError` for ``field`` unless ``0 <= steps <= horizon``."""
+    problem = f"must be an integer in [0, policy.horizon={horizon}] (the chunk size; 0: the whole chunk), got {steps}"
+    expect(isinstance(steps, int) and 0 <= steps <= horizon, field, problem)
 
 
 def policy_obs_dim(env: VecEnv, group: str) -> int:

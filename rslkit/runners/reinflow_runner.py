@@ -22,13 +22,13 @@ from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
-from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
+from rslkit.runners.pretrain_runner import PretrainRunner, check_execute_steps, evaluate_episodes, policy_obs_dim
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
-from rslkit.utils.validation import ConfigError, expect
+from rslkit.utils.validation import expect
 
 
 @dataclass
@@ -115,10 +115,7 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
         Raises:
             ConfigError: ``execute_steps`` exceeds the pretrained policy's chunk size.
         """
-        execute, horizon = self.cfg.execute_steps, alg.chain.horizon
-        if execute > horizon:
-            problem = f"must be in [0, {horizon}] (the pretrained policy's chunk size), got {execute}"
-            raise ConfigError("agent.execute_steps", problem)
+        check_execute_steps(self.cfg.execute_steps, alg.chain.horizon, "agent.execute_steps")
         self.alg = alg
         self.initialized = initialized
         """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
