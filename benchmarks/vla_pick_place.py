@@ -9,7 +9,8 @@ Each stage runs the command a user types, as a child process, and is timed; a st
   record    ``python -m rslkit.record --task so101-pick-place --expert --episodes 200 --num_envs 16 --obs_group
             proprio --env.cameras front --camera front --out WORKDIR/pick_place``: the scripted expert, one of the
             four instructions per episode, the front camera at 64x64 as an AV1 video (LeRobotDataset v3);
-            ``--cameras front wrist`` records (and trains on) both cameras.
+            ``--cameras front wrist`` records (and trains on) both cameras; ``--record_noise 0.05 --record_label
+            policy`` executes the expert with action noise and stores its clean actions (DART demonstrations).
   bc        ``train.py --task so101-pick-place --algo vla-bc --dataset WORKDIR/pick_place --num_envs 32
             --max_iterations N``: the task's VLA recipe (front camera, MiniLM instruction, proprio state, chunks of
             16, 100 updates per iteration), evaluated on 32 envs every 25 iterations.
@@ -85,7 +86,7 @@ def stage_record(args: argparse.Namespace, dataset: Path) -> dict[str, Any]:
     cams = [arg for cam in args.cameras for arg in ("--camera", cam)]
     cmd = [PYTHON, "-m", "rslkit.record", "--task", TASK, "--expert", "--episodes", str(args.episodes),
            "--num_envs", "16", "--obs_group", "proprio", "--env.cameras", ",".join(args.cameras), *cams,
-           "--out", str(dataset)]  # fmt: skip
+           "--action_noise", str(args.record_noise), "--label", args.record_label, "--out", str(dataset)]  # fmt: skip
     seconds = timed(cmd, args.workdir / "record.log")
     return {"command": " ".join(cmd[1:]), "seconds": seconds}
 
@@ -188,6 +189,10 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True, help="datasets, runs and logs (reused when rerun)")
     parser.add_argument("--stages", nargs="+", default=["record", "bc", "reinflow", "eval", "latency", "render"])
     parser.add_argument("--episodes", type=int, default=200, help="scripted demonstrations")
+    parser.add_argument("--record_noise", type=float, default=0.0, help="std of the expert's action noise")
+    parser.add_argument(
+        "--record_label", choices=["executed", "policy"], default="executed", help="recorded action (DART: policy)"
+    )
     parser.add_argument("--bc_iterations", type=int, default=100)
     parser.add_argument("--rl_iterations", type=int, default=30)
     parser.add_argument("--num_envs", type=int, default=32, help="envs of training and in-training evaluation")

@@ -2,7 +2,8 @@
 
 Runs the deterministic policy of a checkpoint written by ``train.py`` (any algorithm), or with ``--expert`` the
 task's scripted expert (:mod:`rslkit.realworld.experts`; no checkpoint), optionally with Gaussian action noise for
-imperfect demonstrations, and writes the episodes as a LeRobotDataset v3.0. ``--camera NAME``
+imperfect demonstrations (``--label policy`` keeps the noisy execution but stores the clean policy action: DART
+demonstrations that show how the expert recovers), and writes the episodes as a LeRobotDataset v3.0. ``--camera NAME``
 (repeatable) also records the env's camera ``NAME`` (observation group ``camera_NAME``; turn it on with the env's
 config, e.g. ``--env.cameras NAME``) as the video feature ``observation.images.NAME``; ``--goal`` is the language
 goal stored in ``meta/tasks.parquet``; tasks that draw an instruction per episode (``env.instructions`` and an
@@ -23,7 +24,7 @@ from tqdm import tqdm
 from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.data.lerobot_writer import write_lerobot_dataset
-from rslkit.data.recorder import TaskOf, record_episodes
+from rslkit.data.recorder import LABELS, TaskOf, record_episodes
 from rslkit.data.video import DEFAULT_CODEC, check_encoder
 from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP, episode_instructions
 from rslkit.envs.vec_env import control_period
@@ -73,6 +74,13 @@ def main(argv: list[str] | None = None) -> Path:
         type=float,
         default=0.0,
         help="alpha of the low-pass filter a_t = alpha a_(t-1) + (1 - alpha) policy(o_t) on executed actions",
+    )
+    parser.add_argument(
+        "--label",
+        choices=LABELS,
+        default="executed",
+        help="recorded action: the executed one (noise and smoothing included), or the clean policy action at the "
+        "state the noisy execution reached (DART: demonstrations of recovery)",
     )
     parser.add_argument("--num_envs", type=int, default=None, help="parallel envs (default: min(episodes, 256))")
     parser.add_argument("--seed", type=int, default=0)
@@ -147,6 +155,7 @@ def main(argv: list[str] | None = None) -> Path:
             action_smoothing=args.action_smoothing,
             cameras=args.camera,
             on_episode=lambda episode: bar.update(1),
+            label=args.label,
         )
     print(f"Writing {len(episodes)} episodes to {args.out} ...", flush=True)
     dt = control_period(env)

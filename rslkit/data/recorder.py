@@ -13,7 +13,9 @@ from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
 
 Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Sequence[str]]
-"""One step of all envs: observations, executed actions, rewards, dones, camera frames, each env's task."""
+"""One step of all envs: observations, action labels, rewards, dones, camera frames, each env's task."""
+LABELS = ("executed", "policy")
+"""What :func:`record_episodes` stores as each step's action: the executed action, or the clean policy action."""
 TaskOf = str | Callable[[TensorDict], Sequence[str]]
 """An episode's language goal: one string for all, or ``obs -> [N]`` strings, read at each episode's first step."""
 
@@ -81,13 +83,17 @@ def record_episodes(
     action_smoothing: float = 0.0,
     cameras: Sequence[str] = (),
     on_episode: Callable[[Episode], None] | None = None,
+    label: str = "executed",
 ) -> list[Episode]:
     """Run ``policy`` in all envs until ``num_episodes`` complete episodes were recorded.
 
     Only episodes that start at a reset are kept (an env whose ``episode_length_buf`` is not 0 when recording
-    starts contributes from its next episode on). The recorded action is the one executed: the policy's action
-    plus Gaussian ``action_noise`` (std, in the env's action units), low-pass filtered with ``action_smoothing``,
-    clipped to a Box action space.
+    starts contributes from its next episode on). The executed action is the policy's action plus Gaussian
+    ``action_noise`` (std, in the env's action units), low-pass filtered with ``action_smoothing``, clipped to a Box
+    action space. ``label`` chooses the recorded action: ``"executed"`` (what the robot did: imperfect
+    demonstrations) or ``"policy"`` (the policy's own action, clipped, at the state the noisy execution reached:
+    DART, Laskey et al. 2017 — the noise visits the states a cloned policy drifts into, and the labels say how the
+    expert recovers from them, so behaviour cloning learns the recovery instead of the noise).
 
     Args:
         env: the environment.
@@ -107,19 +113,22 @@ def record_episodes(
             ``Episode.images[name]``, the frame seen with each observation. Frames are kept on the CPU until
             their episode ends: ``N * H * W * 3`` bytes per camera and step of the longest open episode.
         on_episode: called with each kept episode as it completes (progress bars, logs).
+        label: ``"executed"`` or ``"policy"`` (see above); the two differ only with noise or smoothing.
 
     Returns:
         ``num_episodes`` episodes with observations, actions, rewards, dones and camera frames.
 
     Raises:
         ValueError: for a missing observation group or camera, camera frames that are not uint8 ``[N, H, W, 3]``,
-            a non-positive episode count or ``action_smoothing`` outside ``[0, 1)``.
+            a non-positive episode count, ``action_smoothing`` outside ``[0, 1)`` or an unknown ``label``.
         RuntimeError: when no episode finishes within 10 episode lengths.
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}.")
     if not 0.0 <= action_smoothing < 1.0:
         raise ValueError(f"action_smoothing must be in [0, 1), got {action_smoothing}.")
+    if label not in LABELS:
+        raise ValueError(f"label must be one of {LABELS}, got {label!r}.")
     obs = env.get_observations()
     if obs_group not in obs.keys():
         raise ValueError(f"The env has no observation group '{obs_group}' (it has {sorted(obs.keys())}).")
@@ -136,6 +145,7 @@ def record_episodes(
     fresh = torch.ones(n, 1, dtype=torch.bool)  # envs at the first step of an episode: no filter
     for step in range(limit):
         actions = policy(obs)
+        clean = actions
         if action_noise > 0:
             noise = torch.randn(actions.shape, generator=generator, device=generator.device if generator else None)
             actions = actions + action_noise * noise.to(actions.device)
@@ -144,11 +154,13 @@ def record_episodes(
             actions = torch.where(fresh.to(actions.device), actions, smoothed)
         if bounds is not None:
             actions = torch.maximum(torch.minimum(actions, bounds[1]), bounds[0])
+            clean = torch.maximum(torch.minimum(clean, bounds[1]), bounds[0])
+        labels = actions if label == "executed" else clean
         next_obs, rewards, dones, _ = env.step(actions)
         previous, fresh = actions, dones.cpu().bool().reshape(n, 1)
         images = {name: obs[group].to("cpu", copy=True) for name, group in groups.items()}
         tasks = _tasks(task, obs, n)
-        history.append((obs[obs_group].cpu(), actions.cpu(), rewards.cpu().float(), dones.cpu().bool(), images, tasks))
+        history.append((obs[obs_group].cpu(), labels.cpu(), rewards.cpu().float(), dones.cpu().bool(), images, tasks))
         if reset_policy is not None:
             reset_policy(dones)
         for i in dones.cpu().nonzero().squeeze(-1).tolist():

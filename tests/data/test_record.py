@@ -53,6 +53,24 @@ def test_action_smoothing_filters_executed_actions_within_episodes():
         record_episodes(env, alternating, 1, action_smoothing=1.0)
 
 
+def test_policy_labels_are_clean_actions_at_noisy_states():
+    """DART: the execution is noisy (the states drift), the stored label is the expert's clean action there."""
+    env = make_env("pendulum", num_envs=4, seed=0, episode_length=20)
+    g = torch.Generator().manual_seed(0)
+    dart = record_episodes(env, pendulum_expert, 4, action_noise=0.5, generator=g, label="policy")
+    for ep in dart:
+        expected = pendulum_expert(ep.observations).clamp(-1.0, 1.0)
+        assert torch.allclose(ep.actions, expected, atol=1e-6), "labels must be the expert's clean actions"
+    env = make_env("pendulum", num_envs=4, seed=0, episode_length=20)
+    g = torch.Generator().manual_seed(0)
+    executed = record_episodes(env, pendulum_expert, 4, action_noise=0.5, generator=g)
+    for a, b in zip(dart, executed):
+        assert torch.equal(a.observations, b.observations), "same seed, same noise: the same visited states"
+        assert (a.actions - b.actions).abs().max() > 0.1, "executed actions carry the noise, labels do not"
+    with pytest.raises(ValueError, match="label must be one of"):
+        record_episodes(env, pendulum_expert, 1, label="noisy")
+
+
 def test_record_cli_from_ppo_checkpoint(tmp_path, capsys):
     args = ["--task", "pendulum", "--logdir", str(tmp_path), "--max_iterations", "1", "--num_envs", "16"]
     train.main(args + ["--agent.logger", ""])
@@ -177,6 +195,11 @@ def test_record_cli_from_the_scripted_expert(tmp_path, capsys):
     demos = read_lerobot_dataset(out)
     assert demos.num_episodes == 4 and demos.tasks == ["pendulum"]
     assert float(demos.episode_returns().mean()) > -300  # the energy-pumping expert swings up
+    dart = tmp_path / "dart"
+    record.main(["--task", "pendulum", "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(dart),
+                 "--action_noise", "0.5", "--label", "policy"])  # fmt: skip
+    demos = read_lerobot_dataset(dart)
+    torch.testing.assert_close(demos.actions, pendulum_expert(demos.observations).clamp(-1, 1), atol=1e-5, rtol=0)
     with pytest.raises(SystemExit):
         record.main(["--task", "pendulum", "--expert", "--checkpoint", "x", "--out", str(out)])  # one or the other
     with pytest.raises(ValueError, match="No scripted expert for task 'cartpole'"):
