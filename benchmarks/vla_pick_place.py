@@ -19,7 +19,9 @@ Each stage runs the command a user types, as a child process, and is timed; a st
   eval      every checkpoint named by ``--eval`` (default: the last BC and the last ReinFlow one):
             ``--eval_episodes`` deterministic episodes from fixed start states (seed ``EVAL_SEED``), success overall
             and per instruction; ``--eval_execute_steps 0 8`` evaluates each with the whole chunk and with 8 of
-            its actions executed before replanning (receding horizon, ``--agent.execute_steps``).
+            its actions executed before replanning (receding horizon, ``--agent.execute_steps``);
+            ``--eval_ensemble_coeff 0.01`` adds one with ACT's temporal ensembling
+            (``--agent.temporal_ensemble_coeff``).
   latency   the last checkpoint exported to ONNX (``python -m rslkit.export``): batch-1 chunk latency with ONNX
             Runtime on one thread (median, p99) and its largest difference from torch.
   render    env steps/s with the cameras at 64x64 (``--env.cameras front``) on 1 and 32 envs.
@@ -105,16 +107,19 @@ def stage_train(args: argparse.Namespace, name: str, extra: list[str], iteration
     return {"command": " ".join(cmd[1:]), "seconds": seconds, "checkpoint": str(last_checkpoint(args.workdir / name))}
 
 
-def evaluate_checkpoint(ckpt: Path, episodes: int, execute_steps: int = 0) -> dict[str, Any]:
+def evaluate_checkpoint(
+    ckpt: Path, episodes: int, execute_steps: int = 0, ensemble_coeff: float | None = None
+) -> dict[str, Any]:
     """Success overall and per instruction of ``episodes`` deterministic episodes of the checkpoint's policy,
-    executing ``execute_steps`` actions of each chunk (0: all of them)."""
+    executing ``execute_steps`` actions of each chunk (0: all of them), or with temporal ensembling at
+    ``ensemble_coeff``."""
     import torch
 
     from rslkit.recipes.run import load_run
     from rslkit.runners.instructed_env import run_instructed_episodes
 
     t0 = time.perf_counter()
-    overrides = ["--agent.execute_steps", str(execute_steps)]
+    overrides = ["--agent.execute_steps", str(execute_steps), "--agent.temporal_ensemble_coeff", str(ensemble_coeff)]
     env, runner, _ = load_run(ckpt, num_envs=episodes, seed=EVAL_SEED, overrides=overrides)
     result = run_instructed_episodes(env, runner.inference_policy(), runner.reset_inference)
     per: dict[str, dict[str, float]] = {}
@@ -125,6 +130,7 @@ def evaluate_checkpoint(ckpt: Path, episodes: int, execute_steps: int = 0) -> di
         "checkpoint": str(ckpt),
         "episodes": episodes,
         "execute_steps": execute_steps,
+        "temporal_ensemble_coeff": ensemble_coeff,
         "success": float(result.success.float().mean()),
         "per_instruction": per,
         "mean_episode_length": float(result.lengths.mean()),
@@ -207,6 +213,13 @@ def main() -> None:
         default=[0],
         help="actions executed per chunk in evaluation, one evaluation each (0: the whole chunk)",
     )
+    parser.add_argument(
+        "--eval_ensemble_coeff",
+        nargs="*",
+        type=float,
+        default=[],
+        help="evaluations with temporal ensembling (ACT) at these coefficients, one each (after --eval_execute_steps)",
+    )
     parser.add_argument("--latency_iters", type=int, default=500)
     parser.add_argument("--cameras", nargs="+", default=["front"], help="cameras recorded and seen by the policy")
     extra_help = "more train.py arguments of the %s stage, one string: --%s='--agent.x 1 --agent.y 2'"
@@ -249,11 +262,13 @@ def main() -> None:
         if ckpts is None:
             ckpts = [last_checkpoint(args.workdir / s) for s in ("bc", "reinflow") if (args.workdir / s).exists()]
         evals = results.setdefault("eval", {})
+        settings = [(n, None) for n in args.eval_execute_steps] + [(0, c) for c in args.eval_ensemble_coeff]
         for ckpt in ckpts:
-            for n in args.eval_execute_steps:
+            for n, coeff in settings:
                 key = str(ckpt) if n == 0 else f"{ckpt} execute_steps={n}"
+                key = key if coeff is None else f"{ckpt} temporal_ensemble_coeff={coeff}"
                 if key not in evals:
-                    evals[key] = evaluate_checkpoint(ckpt, args.eval_episodes, n)
+                    evals[key] = evaluate_checkpoint(ckpt, args.eval_episodes, n, coeff)
                     print(json.dumps(evals[key], indent=1), flush=True)
                     save()
     if "latency" in args.stages:

@@ -19,6 +19,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.base import BaseRunner
+from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
@@ -28,7 +29,7 @@ from rslkit.utils.validation import expect
 
 
 @dataclass
-class FlowBCRunnerCfg(RunCfg):
+class FlowBCRunnerCfg(RunCfg, ChunkExecutionCfg):
     """Behaviour cloning run. CLI: ``--agent.<field>`` (``train.py --dataset PATH`` sets ``dataset``)."""
 
     dataset: str = ""
@@ -40,9 +41,6 @@ class FlowBCRunnerCfg(RunCfg):
     """Gradient steps per logged iteration."""
     eval_interval: int = 10
     """Iterations between evaluations in the env (one episode per env, deterministic ODE); 0: only the last."""
-    execute_steps: int = 0
-    """Actions executed per chunk in evaluation and ``play.py`` before a fresh chunk is computed from the current
-    observation (receding horizon, ``1 <= execute_steps <= policy.horizon``); 0: the whole chunk."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the pretrain loop cannot run with."""
@@ -51,13 +49,7 @@ class FlowBCRunnerCfg(RunCfg):
         expect(isinstance(updates, int) and updates >= 1, "updates_per_iteration", f"must be >= 1, got {updates}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
-        check_execute_steps(self.execute_steps, self.policy.horizon)
-
-
-def check_execute_steps(steps: int, horizon: int, field: str = "execute_steps") -> None:
-    """Raise :class:`~rslkit.utils.validation.ConfigError` for ``field`` unless ``0 <= steps <= horizon``."""
-    problem = f"must be an integer in [0, policy.horizon={horizon}] (the chunk size; 0: the whole chunk), got {steps}"
-    expect(isinstance(steps, int) and 0 <= steps <= horizon, field, problem)
+        self.check_execution(self.policy.horizon)
 
 
 def policy_obs_dim(env: VecEnv, group: str) -> int:
@@ -194,8 +186,7 @@ class PretrainRunner(BaseRunner[FlowBCRunnerCfg, FlowBC[FlowPolicy]]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy ``obs -> actions [N, A]`` executing EMA-policy chunks."""
         policy, group = self.policy, self.cfg.policy.obs_group
-        execute = self.cfg.execute_steps
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group]), policy.horizon, execute)
+        self._executor = self.cfg.chunk_executor(lambda obs: policy.act_chunk(obs[group]), policy.horizon)
         return self._executor
 
     def reset_inference(self, dones: torch.Tensor | None) -> None:

@@ -20,9 +20,10 @@ from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.checks import check_finite
+from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
-from rslkit.runners.pretrain_runner import PretrainRunner, check_execute_steps, evaluate_episodes, policy_obs_dim
+from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import load_checkpoint
@@ -32,7 +33,7 @@ from rslkit.utils.validation import expect
 
 
 @dataclass
-class ChainRunCfg(RunCfg):
+class ChainRunCfg(RunCfg, ChunkExecutionCfg):
     """The fields of every ReinFlow fine-tuning run (state-only flow or VLA policy). CLI: ``--agent.<field>``."""
 
     pretrained: str = ""
@@ -44,9 +45,6 @@ class ChainRunCfg(RunCfg):
     max_iterations: int = 100
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
-    execute_steps: int = 0
-    """Actions executed per chunk in evaluation and ``play.py`` before a fresh chunk is computed from the current
-    observation (receding horizon, ``1 <= execute_steps <= policy.horizon``); 0: the whole chunk."""
     check_for_nan: bool = True
     restart_ended_episodes: str = "auto"
     """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
@@ -64,9 +62,7 @@ class ChainRunCfg(RunCfg):
         expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
-        execute = self.execute_steps
-        expect(isinstance(execute, int) and execute >= 0, "execute_steps",
-               f"must be an integer in [0, the chunk size] (0: the whole chunk), got {execute}")  # fmt: skip
+        self.check_execution(None)
 
 
 @dataclass
@@ -115,7 +111,7 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
         Raises:
             ConfigError: ``execute_steps`` exceeds the pretrained policy's chunk size.
         """
-        check_execute_steps(self.cfg.execute_steps, alg.chain.horizon, "agent.execute_steps")
+        self.cfg.check_execution(alg.chain.horizon, "agent.")
         self.alg = alg
         self.initialized = initialized
         """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
@@ -327,8 +323,7 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
         policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
-        execute = self.cfg.execute_steps
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon, execute)
+        self._executor = self.cfg.chunk_executor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
         return self._executor
 
     def evaluate(self) -> dict[str, float]:

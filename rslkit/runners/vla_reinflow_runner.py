@@ -22,7 +22,6 @@ from rslkit.algorithms.reinflow import make_chain
 from rslkit.algorithms.reinflow_vla import VLAReinFlow
 from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
-from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import VLAPolicy
@@ -210,8 +209,9 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
         policy, k = self.policy, self.alg.chain.num_steps
-        self._executor = ChunkExecutor(lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon,
-                                       self.cfg.execute_steps)  # fmt: skip
+        self._executor = self.cfg.chunk_executor(
+            lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon
+        )
         return self._executor
 
     def evaluate(self) -> dict[str, float]:

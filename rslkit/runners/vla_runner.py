@@ -29,9 +29,10 @@ from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.runners.base import BaseRunner
+from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.instructed_env import EnvInstructions, run_instructed_episodes
-from rslkit.runners.pretrain_runner import check_execute_steps, policy_obs_dim
+from rslkit.runners.pretrain_runner import policy_obs_dim
 from rslkit.runners.run_config import RunCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.config import to_dict
@@ -40,7 +41,7 @@ from rslkit.utils.validation import expect
 
 
 @dataclass
-class VLABCRunnerCfg(RunCfg):
+class VLABCRunnerCfg(RunCfg, ChunkExecutionCfg):
     """VLA behaviour cloning run. CLI: ``--agent.<field>`` (``train.py --dataset PATH`` sets ``dataset``)."""
 
     dataset: str = ""
@@ -58,9 +59,6 @@ class VLABCRunnerCfg(RunCfg):
     updates_per_iteration: int = 100
     eval_interval: int = 10
     """Iterations between evaluations in the env (one episode per env, deterministic ODE); 0: only the last."""
-    execute_steps: int = 0
-    """Actions executed per chunk in evaluation and ``play.py`` before a fresh chunk is computed from the current
-    observation (receding horizon, ``1 <= execute_steps <= policy.horizon``); 0: the whole chunk."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the loop cannot run with."""
@@ -69,7 +67,7 @@ class VLABCRunnerCfg(RunCfg):
         expect(isinstance(updates, int) and updates >= 1, "updates_per_iteration", f"must be >= 1, got {updates}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
-        check_execute_steps(self.execute_steps, self.policy.horizon)
+        self.check_execution(self.policy.horizon)
         shift = self.augment_shift
         expect(isinstance(shift, int) and shift >= 0, "augment_shift", f"must be an integer >= 0, got {shift}")
         expect(self.policy.language_dim > 0, "policy.language_dim", "must be > 0: a VLA policy reads instructions")
@@ -183,9 +181,8 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
         """Deterministic step policy ``obs -> actions [N, A]`` executing EMA-policy chunks."""
         policy = self.policy
-        execute = self.cfg.execute_steps
-        self._executor = ChunkExecutor(
-            lambda obs: policy.act_chunk(self.with_instruction(obs)), policy.horizon, execute
+        self._executor = self.cfg.chunk_executor(
+            lambda obs: policy.act_chunk(self.with_instruction(obs)), policy.horizon
         )
         return self._executor
 

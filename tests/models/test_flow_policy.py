@@ -1,5 +1,7 @@
 """Flow policy: velocity net, sampler, objectives, EMA, chunk execution, and behaviour cloning of a bimodal toy."""
 
+import math
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -135,6 +137,32 @@ def test_chunk_executor_receding_horizon_replans_after_execute_steps():
     for bad in (-1, 5):
         with pytest.raises(ValueError, match="execute_steps"):
             ChunkExecutor(chunk_fn, horizon=4, execute_steps=bad)
+
+
+def test_chunk_executor_temporal_ensembling_averages_the_predictions_of_each_step():
+    horizon, m = 3, 0.5
+    calls = []
+
+    def chunk_fn(obs):
+        calls.append(obs.batch_size[0])
+        return obs["policy"][:, :1].unsqueeze(1) + torch.arange(float(horizon)).view(1, horizon, 1)
+
+    run = ChunkExecutor(chunk_fn, horizon=horizon, ensemble_coeff=m)
+    values = [0.0, 10.0, 20.0, 30.0, 40.0]
+    seen = [run(TensorDict({"policy": torch.tensor([[v]])}, batch_size=[1]))[0, 0].item() for v in values]
+    # step t averages the chunks of steps max(0, t-2)..t; the chunk of step s predicts values[s] + (t - s) for t,
+    # and the i-th oldest of them weighs exp(-m i)
+    for t, got in enumerate(seen):
+        preds = [values[s] + (t - s) for s in range(max(0, t - horizon + 1), t + 1)]
+        weights = [math.exp(-m * i) for i in range(len(preds))]
+        assert got == pytest.approx(sum(w * p for w, p in zip(weights, preds)) / sum(weights), abs=1e-5)
+    assert calls == [1] * len(values)  # a chunk every step
+    run.reset(torch.tensor([True]))  # a new episode forgets the old predictions
+    assert run(TensorDict({"policy": torch.tensor([[100.0]])}, batch_size=[1]))[0, 0].item() == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="execute_steps"):
+        ChunkExecutor(chunk_fn, horizon=horizon, execute_steps=2, ensemble_coeff=0.01)
+    with pytest.raises(ValueError, match="finite"):
+        ChunkExecutor(chunk_fn, horizon=horizon, ensemble_coeff=float("nan"))
 
 
 def _bimodal(n=2048, seed=0):

@@ -133,11 +133,13 @@ def test_reinflow_errors(tmp_path):
 
 
 def test_execute_steps_replans_in_evaluation_and_is_checked(tmp_path, demos, monkeypatch):
-    """``execute_steps`` 2 of chunks of 4 asks the policy for twice as many chunks in a 20-step evaluation."""
+    """``execute_steps`` 2 of chunks of 4 asks the policy for twice as many chunks in a 20-step evaluation, temporal
+    ensembling for one every step."""
     calls = {"n": 0}
     counts = {}
-    for execute in (0, 2):
-        runner = _bc(demos, tmp_path / f"e{execute}", execute_steps=execute)
+    for execute in (0, 2, "ensemble"):
+        kw = {"temporal_ensemble_coeff": 0.01} if execute == "ensemble" else {"execute_steps": execute}
+        runner = _bc(demos, tmp_path / f"e{execute}", **kw)
         runner.learn(1)
         act_chunk = runner.policy.act_chunk
 
@@ -149,11 +151,15 @@ def test_execute_steps_replans_in_evaluation_and_is_checked(tmp_path, demos, mon
         calls["n"] = 0
         runner.evaluate()
         counts[execute] = calls["n"]
-    assert counts == {0: 5, 2: 10}  # 20 steps of 4 envs in step: 20/4 and 20/2 chunk computations
+    assert counts == {0: 5, 2: 10, "ensemble": 20}  # 20 steps of 4 envs in step: 20/4, 20/2 and 20 chunks
     with pytest.raises(ConfigError, match="execute_steps.*policy.horizon=4"):
         _bc(demos, execute_steps=5)
     with pytest.raises(ConfigError, match="execute_steps.*chunk size"):
         _rl(str(tmp_path / "e0/model_1.pt"), cfg=_rl_cfg(str(tmp_path / "e0/model_1.pt"), execute_steps=5))
+    with pytest.raises(ConfigError, match="temporal_ensemble_coeff.*execute_steps=2"):
+        _bc(demos, execute_steps=2, temporal_ensemble_coeff=0.01)
+    with pytest.raises(ConfigError, match="temporal_ensemble_coeff.*finite"):
+        _rl_cfg(temporal_ensemble_coeff=float("inf")).check()
 
 
 def test_cli_train_flow_bc_reinflow_then_play(tmp_path, demos, monkeypatch, capsys):
