@@ -207,9 +207,11 @@ class CameraMount(NamedTuple):
 SO101_FRONT_CAMERA = CameraMount(pos=(0.7, -0.4, 0.5), lookat=(0.1, 0.0, 0.2), fovy=50.0)
 """In the world frame: in front of the arm, to its right and above, looking back at the workspace (the base, the
 cube's area and the reach targets' volume), so that both the height and the depth of the gripper show."""
-SO101_WRIST_CAMERA = CameraMount(pos=(-0.06, 0.0, 0.0), lookat=(0.0, 0.0, -0.15), up=(1.0, 0.0, 0.0), fovy=75.0)
-"""In the ``gripper`` body's frame (the jaws point along -z, the moving jaw opens towards +x): beside the fixed
-jaw, looking along the fingers at what lies ahead of them (the cube when grasping)."""
+SO101_WRIST_CAMERA = CameraMount(pos=(0.0, 0.06, 0.0), lookat=(0.0, 0.0, -0.12), up=(1.0, 0.0, 0.0), fovy=75.0)
+"""In the ``gripper`` body's frame (the jaws point along -z, the moving jaw opens towards +x): 6 cm to the side of
+the jaws' plane, looking down along the fingers into the gap between them, so that the cube shows between the jaws
+from the approach to the release. (Until 2026-12-06 it sat behind the fixed jaw at (-0.06, 0, 0), which hid the
+cube in every frame of a grasp.)"""
 
 
 def _look_at_quat(mount: CameraMount) -> list[float]:
