@@ -199,15 +199,14 @@ def test_training_ignores_camera_groups(tmp_path, task, algo, extra):
 def test_wrist_camera_sees_the_cube_between_the_jaws_while_grasping():
     """The lift expert's approach, grasp and lift: the cube fills >= 1 % of every wrist frame from step 20 on
     (the mount before 2026-12-06, behind the fixed jaw, showed it in none of them)."""
-    from rslkit.realworld.experts import expert_for
+    from rslkit.record import expert_policy
 
     env = _lift(cameras=("wrist",), camera_width=32, camera_height=32)
-    expert = expert_for("so101-lift", env.cfg)
+    expert = expert_policy("so101-lift", env)
     obs = env.get_observations()
     shares = []
     for _ in range(60):
         shares.append(float(_purple(obs["camera_wrist"][0]).float().mean()))
-        action = torch.as_tensor(expert({"policy": obs["policy"].numpy()}), dtype=torch.float32)
-        obs = env.step(action)[0]
+        obs = env.step(expert(obs))[0]
     env.close()
     assert min(shares[20:]) >= 0.01, shares
