@@ -151,7 +151,7 @@ def test_bad_camera_settings_are_clear_errors():
 def test_renderer_names_the_models_cameras():
     require_gl()
     env = SO101ReachTask(SO101ReachCfg(num_envs=1, sim_threads=1))
-    with pytest.raises(ValueError, match=r"has no camera 'top'; its cameras: \['front', 'wrist'\]"):
+    with pytest.raises(ValueError, match=r"has no camera 'top'; its cameras: \['front', 'table', 'wrist'\]"):
         spec = models.so101_scene_spec(visual=False)
         models.add_so101_cameras(spec)
         CameraRenderer(spec.compile(), env.backend, ["top"])
@@ -210,3 +210,22 @@ def test_wrist_camera_sees_the_cube_between_the_jaws_while_grasping():
         obs = env.step(expert(obs))[0]
     env.close()
     assert min(shares[20:]) >= 0.01, shares
+
+
+def test_table_camera_shows_the_cube_larger_than_front_and_every_goal():
+    """The ``table`` camera frames the pick workspace: the resting cube covers at least twice the pixels it does in
+    ``front``, and a cube moved to each pick-and-place goal stays in its frame."""
+    from rslkit.envs.tasks.so101_pick_place import GOAL_POSITIONS
+
+    env = _lift(cameras=("front", "table"))
+    obs = env.get_observations()
+    front, table = (int(_purple(obs[f"camera_{c}"][0]).sum()) for c in ("front", "table"))
+    assert front >= 4 and table >= 2 * front, (front, table)
+    c = env._cube_qpos
+    for goal, (x, y) in GOAL_POSITIONS.items():
+        state = env.env_state(0)
+        env.backend.qpos[0, c : c + 2] = torch.tensor([x, y], dtype=env.backend.qpos.dtype)
+        seen = int(_purple(env.start_episode_from(0, env.env_state(0))["camera_table"][0]).sum())
+        assert seen >= 10, (goal, seen)
+        env.start_episode_from(0, state)
+    env.close()

@@ -190,8 +190,8 @@ def load_so101_visual() -> mujoco.MjModel:
 
 
 # ---------------------------------------------------------------------------------------------------- cameras
-SO101_CAMERAS = ("front", "wrist")
-"""Named cameras :func:`add_so101_cameras` provides."""
+SO101_CAMERAS = ("front", "wrist", "table")
+"""Named cameras :func:`add_so101_cameras` provides (a task lists those it may render)."""
 
 
 class CameraMount(NamedTuple):
@@ -212,6 +212,11 @@ SO101_WRIST_CAMERA = CameraMount(pos=(0.0, 0.06, 0.0), lookat=(0.0, 0.0, -0.12),
 the jaws' plane, looking down along the fingers into the gap between them, so that the cube shows between the jaws
 from the approach to the release. (Until 2026-12-06 it sat behind the fixed jaw at (-0.06, 0, 0), which hid the
 cube in every frame of a grasp.)"""
+SO101_TABLE_CAMERA = CameraMount(pos=(0.5, -0.25, 0.4), lookat=(0.22, 0.0, 0.03), fovy=45.0)
+"""In the world frame: closer to the table than ``front`` and looking down at it, framing the cube's start region,
+the four pick-and-place goals and the arm above them (no sky): at 64x64 the cube is about 5 pixels wide against 3
+in ``front``, and the workspace spans about 38 x 27 pixels against 24 x 14. For the pick tasks; the reach targets'
+upper volume leaves its frame."""
 
 
 def _look_at_quat(mount: CameraMount) -> list[float]:
@@ -229,12 +234,14 @@ def _look_at_quat(mount: CameraMount) -> list[float]:
 def add_so101_cameras(spec: mujoco.MjSpec) -> None:
     """Add the cameras of :data:`SO101_CAMERAS`: ``front`` fixed in the world (:data:`SO101_FRONT_CAMERA`; it
     replaces the pick scene's own ``front``, which sees the arm end-on), ``wrist`` on the gripper
-    (:data:`SO101_WRIST_CAMERA`). Cameras add no state: a model with them loads the training model's state rows."""
+    (:data:`SO101_WRIST_CAMERA`), ``table`` fixed in the world (:data:`SO101_TABLE_CAMERA`). Cameras add no
+    state: a model with them loads the training model's state rows."""
     for camera in list(spec.cameras):
         if camera.name in SO101_CAMERAS:
             spec.delete(camera)
     for name, body, mount in (
         ("front", spec.worldbody, SO101_FRONT_CAMERA),
         ("wrist", spec.body("gripper"), SO101_WRIST_CAMERA),
+        ("table", spec.worldbody, SO101_TABLE_CAMERA),
     ):
         body.add_camera(name=name, pos=list(mount.pos), quat=_look_at_quat(mount), fovy=mount.fovy)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Kept here so that importing this module (which registers the task) needs no MuJoCo.
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 GRIPPER = "gripper"
-CAMERAS = ("front", "wrist")
+CAMERAS = ("front", "wrist", "table")
 """Cameras ``--env.cameras`` may name (``rslkit.envs.mujoco.models.add_so101_cameras``)."""
 CUBE_HALF_SIZE = 0.02
 """Half edge of the pick scene's cube (metres): resting on the floor its centre is this high."""
