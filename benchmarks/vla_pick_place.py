@@ -10,7 +10,9 @@ Each stage runs the command a user types, as a child process, and is timed; a st
             proprio --env.cameras front --camera front --out WORKDIR/pick_place``: the scripted expert, one of the
             four instructions per episode, the front camera at 64x64 as an AV1 video (LeRobotDataset v3);
             ``--cameras front wrist`` records (and trains on) both cameras; ``--record_noise 0.05 --record_label
-            policy`` executes the expert with action noise and stores its clean actions (DART demonstrations).
+            policy`` executes the expert with action noise and stores its clean actions (DART demonstrations);
+            ``--record_env_state policy`` also stores the privileged state as ``observation.environment_state``
+            (the target of BC's auxiliary state probe, ``--bc_extra='--agent.aux_state policy'``).
   bc        ``train.py --task so101-pick-place --algo vla-bc --dataset WORKDIR/pick_place --num_envs 32
             --max_iterations N``: the task's VLA recipe (front camera, MiniLM instruction, proprio state, chunks of
             16, 100 updates per iteration), evaluated on 32 envs every 25 iterations.
@@ -89,6 +91,8 @@ def stage_record(args: argparse.Namespace, dataset: Path) -> dict[str, Any]:
     cmd = [PYTHON, "-m", "rslkit.record", "--task", TASK, "--expert", "--episodes", str(args.episodes),
            "--num_envs", "16", "--obs_group", "proprio", "--env.cameras", ",".join(args.cameras), *cams,
            "--action_noise", str(args.record_noise), "--label", args.record_label, "--out", str(dataset)]  # fmt: skip
+    if args.record_env_state:
+        cmd += ["--env_state_group", args.record_env_state]
     seconds = timed(cmd, args.workdir / "record.log")
     return {"command": " ".join(cmd[1:]), "seconds": seconds}
 
@@ -198,6 +202,12 @@ def main() -> None:
     parser.add_argument("--record_noise", type=float, default=0.0, help="std of the expert's action noise")
     parser.add_argument(
         "--record_label", choices=["executed", "policy"], default="executed", help="recorded action (DART: policy)"
+    )
+    parser.add_argument(
+        "--record_env_state",
+        default="",
+        help="also record this observation group as observation.environment_state (e.g. policy: the privileged "
+        "state), for BC with --bc_extra='--agent.aux_state policy'",
     )
     parser.add_argument("--bc_iterations", type=int, default=100)
     parser.add_argument("--rl_iterations", type=int, default=30)

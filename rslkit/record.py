@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--device", default="cpu")
     add_sim_arg(parser)
     parser.add_argument("--obs_group", default="policy", help="observation group stored as observation.state")
+    parser.add_argument(
+        "--env_state_group",
+        default=None,
+        help="observation group stored as observation.environment_state: privileged simulator state (e.g. policy: "
+        "cube and goal positions) that vla-bc can predict as an auxiliary target (--agent.aux_state)",
+    )
     parser.add_argument("--fps", type=int, default=None, help="recording rate (default: 1 / env dt, else 50)")
     parser.add_argument(
         "--goal",
@@ -156,6 +162,7 @@ def main(argv: list[str] | None = None) -> Path:
             cameras=args.camera,
             on_episode=lambda episode: bar.update(1),
             label=args.label,
+            env_state_group=args.env_state_group,
         )
     print(f"Writing {len(episodes)} episodes to {args.out} ...", flush=True)
     dt = control_period(env)

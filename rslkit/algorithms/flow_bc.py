@@ -13,6 +13,7 @@ from rslkit.models.flow.ema import EMA
 from rslkit.models.flow.objectives import rectified_flow_loss, shortcut_loss
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.vla.policy import VLAPolicy
+from rslkit.models.vla.state_probe import StateProbe
 from rslkit.utils.validation import expect, finite
 
 
@@ -30,6 +31,9 @@ class FlowBCCfg:
     """Shortcut objective: share of each batch trained on self-consistency targets."""
     min_step_log2: int = 7
     """Shortcut objective: smallest step size ``2^-min_step_log2``."""
+    aux_state_coef: float = 1.0
+    """Weight of the auxiliary state loss when a :class:`~rslkit.models.vla.state_probe.StateProbe` is given
+    (VLA runs with ``--agent.aux_state``): ``L = L_flow + c * |probe(tokens) - s_env|^2``."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field behaviour cloning cannot run with."""
@@ -47,6 +51,8 @@ class FlowBCCfg:
         expect(finite(frac) and 0 <= frac <= 1, "bootstrap_fraction", f"must be in [0, 1], got {frac}")
         log2 = self.min_step_log2
         expect(isinstance(log2, int) and log2 >= 1, "min_step_log2", f"must be an integer >= 1, got {log2}")
+        coef = self.aux_state_coef
+        expect(finite(coef) and coef >= 0, "aux_state_coef", f"must be a finite number >= 0, got {coef}")
 
 
 P = TypeVar("P", FlowPolicy, VLAPolicy)
@@ -59,25 +65,43 @@ class FlowBC(Generic[P]):
     The loss follows ``policy.cfg.objective``: ``rectified_flow`` (``|v(x_t, t, o) - (x1 - x0)|^2``) or ``shortcut``
     (flow matching at ``d = 0`` plus self-consistency targets from the EMA model).
 
+    With a ``probe`` (VLA policies, rectified flow) the observation tokens also regress privileged simulator state:
+    ``L = L_flow + aux_state_coef * |probe(tokens) - s_env|^2`` (:mod:`rslkit.models.vla.state_probe`).
+
     Args:
         policy: the policy (its normalizers must hold the dataset statistics).
         cfg: optimization settings.
         device: training device.
+        probe: auxiliary state probe trained with the policy (its normalizer must hold the state's statistics).
+
+    Raises:
+        ValueError: a probe with a state-only policy or with the shortcut objective.
     """
 
-    def __init__(self, policy: P, cfg: FlowBCCfg, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self, policy: P, cfg: FlowBCCfg, device: str | torch.device = "cpu", probe: StateProbe | None = None
+    ) -> None:
         if cfg.batch_size < 2:
             raise ValueError(f"batch_size must be >= 2, got {cfg.batch_size}.")
+        if probe is not None and (not isinstance(policy, VLAPolicy) or policy.cfg.objective != "rectified_flow"):
+            raise ValueError(
+                "An auxiliary state probe reads a VLA policy's observation tokens under the rectified_flow objective; "
+                "drop --agent.aux_state or set --agent.policy.objective rectified_flow."
+            )
         self.cfg = cfg
         self.device = torch.device(device)
         self.policy: P = policy.to(self.device)
-        self.optimizer = torch.optim.AdamW(
-            policy.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True
-        )
+        self.probe = None if probe is None else probe.to(self.device)
+        params = [*policy.parameters(), *([] if probe is None else probe.parameters())]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True)
         self.ema: EMA[P] = EMA(policy, cfg.ema_decay)
 
     def update(
-        self, obs: torch.Tensor | TensorDict, actions: torch.Tensor, future_state: torch.Tensor | None = None
+        self,
+        obs: torch.Tensor | TensorDict,
+        actions: torch.Tensor,
+        future_state: torch.Tensor | None = None,
+        aux_state: torch.Tensor | None = None,
     ) -> dict[str, float]:
         """One gradient step on a batch of raw observations ``[B, D]`` (a VLA policy: its raw observation groups
         ``[B]``) and action chunks ``[B, Ta, A]``.
@@ -85,9 +109,13 @@ class FlowBC(Generic[P]):
         Future-state policies (``policy.max_future_offset > 0``) also take ``future_state [B, S]``, the raw state
         at the frame where each chunk starts (VLASH offset augmentation); omitted, it is the observed state.
 
+        With a probe, ``aux_state [B, E]`` is the raw privileged state of each frame.
+
         Returns:
-            ``{"flow": loss}`` (plus the two shortcut terms for the shortcut objective).
+            ``{"flow": loss}`` (plus the two shortcut terms for the shortcut objective, ``aux_state`` with a probe).
         """
+        if (aux_state is None) != (self.probe is None):
+            raise ValueError("Pass aux_state exactly when FlowBC has a state probe (and then for every batch).")
         policy = self.policy
         x1 = policy.action_normalizer(actions.to(self.device))
         obs_n: torch.Tensor | TensorDict
@@ -114,27 +142,40 @@ class FlowBC(Generic[P]):
                 target=self.ema.model,
                 future_n=future_n,
             )
+        elif self.probe is not None:
+            assert aux_state is not None
+            tokens = policy.conditioning(obs_n)  # read by both losses: the CNN runs once
+            loss = rectified_flow_loss(policy, obs_n, x1, conditioning=tokens)
+            stats["aux_state"] = self.probe.loss(tokens, aux_state.to(self.device))
         else:
             loss = rectified_flow_loss(policy, obs_n, x1, future_n=future_n)
+        total = loss + self.cfg.aux_state_coef * stats["aux_state"] if "aux_state" in stats else loss
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), self.cfg.max_grad_norm)
+        total.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], self.cfg.max_grad_norm)
         self.optimizer.step()
         self.ema.update(policy)
         out = {"flow": float(loss.detach()), "grad_norm": float(grad_norm)}
-        out.update({k: float(v) for k, v in stats.items()})
+        out.update({k: float(v.detach()) for k, v in stats.items()})
         return out
 
     def state_dict(self) -> dict:
         """Policy, EMA copy and optimizer."""
-        return {
+        state = {
             "policy": self.policy.state_dict(),
             "ema": self.ema.state_dict(),
             "optimizer": self.optimizer.state_dict(),
         }
+        if self.probe is not None:
+            state["probe"] = self.probe.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` output."""
         self.policy.load_state_dict(state["policy"])
         self.ema.load_state_dict(state["ema"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.probe is not None:
+            if "probe" not in state:
+                raise ValueError("This checkpoint has no state probe; resume it without --agent.aux_state.")
+            self.probe.load_state_dict(state["probe"])

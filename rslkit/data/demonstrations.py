@@ -17,6 +17,9 @@ REWARD_KEY = "next.reward"
 """Reward received after the frame's action (LeRobot's optional ``next.*`` features)."""
 DONE_KEY = "next.done"
 """Whether the frame's action ended the episode."""
+ENV_STATE_KEY = "observation.environment_state"
+"""LeRobot feature name of privileged simulator state (object poses, contacts): not a policy input, an auxiliary
+training target (e.g. :class:`~rslkit.models.vla.state_probe.StateProbe`)."""
 
 
 @dataclass
@@ -31,6 +34,8 @@ class Episode:
         task: the language goal of the episode (stored in LeRobot's ``meta/tasks.parquet``).
         images: ``{camera name: [T, H, W, 3] uint8}`` RGB frame seen with each observation (camera ``front`` is
             the dataset feature ``observation.images.front``); empty for state-only episodes.
+        env_state: ``[T, E]`` privileged simulator state with each observation (``observation.environment_state``),
+            or None.
     """
 
     observations: torch.Tensor
@@ -39,6 +44,7 @@ class Episode:
     dones: torch.Tensor | None = None
     task: str = ""
     images: dict[str, torch.Tensor] = field(default_factory=dict)
+    env_state: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         t = self.observations.shape[0]
@@ -53,6 +59,8 @@ class Episode:
                 raise ValueError(f"Episode {name} must have shape [{t}], got {list(value.shape)}.")
         for camera, frames in self.images.items():
             check_frames(camera, frames, t)
+        if self.env_state is not None and (self.env_state.dim() != 2 or self.env_state.shape[0] != t):
+            raise ValueError(f"Episode env_state must have shape [{t}, E], got {list(self.env_state.shape)}.")
 
     def __len__(self) -> int:
         return int(self.observations.shape[0])
@@ -76,6 +84,7 @@ class Demonstrations:
         images: ``{camera name: [F, H, W, 3] uint8}`` for the cameras the reader was asked for (all in memory:
             ``F * H * W * 3`` bytes per camera); empty when none was asked for.
         available_cameras: every camera the dataset has (image and video features), loaded or not.
+        env_state: ``[F, E]`` float32 ``observation.environment_state`` (privileged simulator state), or None.
     """
 
     observations: torch.Tensor
@@ -92,6 +101,7 @@ class Demonstrations:
     task_index: torch.Tensor | None = None
     images: dict[str, torch.Tensor] = field(default_factory=dict)
     available_cameras: list[str] = field(default_factory=list)
+    env_state: torch.Tensor | None = None
 
     @property
     def num_episodes(self) -> int:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, OBS_KEY, REWARD_KEY, Demonstrations
+from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, ENV_STATE_KEY, OBS_KEY, REWARD_KEY, Demonstrations
 from rslkit.data.lerobot_camera_reader import read_image_feature, read_video_feature
 from rslkit.data.lerobot_cameras import dataset_cameras, select_cameras
 from rslkit.data.lerobot_format import DATA_PATH, EPISODES_DIR, INFO_PATH, RECORD_HINT, STATS_PATH, dataset_path
@@ -157,7 +157,13 @@ def _load(
     act = _to_numpy(frames[ACTION_KEY], act_dim, ACTION_KEY).astype(np.float32)
     _check_finite(root, OBS_KEY, obs, ep_of_frame)
     _check_finite(root, ACTION_KEY, act, ep_of_frame)
-    rewards = dones = task_index = None
+    rewards = dones = task_index = env_state = None
+    dims = {OBS_KEY: obs_dim, ACTION_KEY: act_dim}
+    if ENV_STATE_KEY in info["features"] and ENV_STATE_KEY in frames.column_names:
+        dims[ENV_STATE_KEY] = _check_feature(root, info, ENV_STATE_KEY)
+        values = _to_numpy(frames[ENV_STATE_KEY], dims[ENV_STATE_KEY], ENV_STATE_KEY).astype(np.float32)
+        _check_finite(root, ENV_STATE_KEY, values, ep_of_frame)
+        env_state = torch.from_numpy(values.reshape(len(values), -1))
     if REWARD_KEY in frames.column_names:
         r = _to_numpy(frames[REWARD_KEY], 1, REWARD_KEY).reshape(-1).astype(np.float32)
         _check_finite(root, REWARD_KEY, r, ep_of_frame)
@@ -166,7 +172,7 @@ def _load(
         dones = torch.from_numpy(_to_numpy(frames[DONE_KEY], 1, DONE_KEY).reshape(-1).astype(bool))
     if "task_index" in frames.column_names:
         task_index = torch.from_numpy(frames["task_index"].to_numpy().astype(np.int64))
-    stats = read_stats(root, {OBS_KEY: obs_dim, ACTION_KEY: act_dim}) if require_stats else {}
+    stats = read_stats(root, dims) if require_stats else {}
     images = _read_cameras(root, info, cameras, episodes, frames, (row_from, row_to), tolerance_s)
     return Demonstrations(
         observations=torch.from_numpy(obs),
@@ -183,6 +189,7 @@ def _load(
         task_index=task_index,
         images=images,
         available_cameras=list(dataset_cameras(info["features"])),
+        env_state=env_state,
     )
 
 

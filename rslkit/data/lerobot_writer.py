@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, OBS_KEY, REWARD_KEY, Episode
+from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, ENV_STATE_KEY, OBS_KEY, REWARD_KEY, Episode
 from rslkit.data.lerobot_episode_stats import episode_stats_columns, lerobot_stats
 from rslkit.data.lerobot_format import (
     CHUNKS_SIZE,
@@ -62,6 +62,8 @@ def _frame_columns(episodes: Sequence[Episode], fps: int, task_ids: dict[str, in
     }
     if all(ep.rewards is not None for ep in episodes):
         cols[REWARD_KEY] = np.concatenate([ep.rewards.detach().cpu().float().numpy() for ep in episodes])  # type: ignore[union-attr]
+    if all(ep.env_state is not None for ep in episodes):
+        cols[ENV_STATE_KEY] = np.concatenate([ep.env_state.detach().cpu().float().numpy() for ep in episodes])  # type: ignore[union-attr]
     if all(ep.dones is not None for ep in episodes):
         cols[DONE_KEY] = np.concatenate([ep.dones.detach().cpu().bool().numpy() for ep in episodes])  # type: ignore[union-attr]
     frame_index = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
@@ -138,6 +140,9 @@ def _check_episodes(episodes: Sequence[Episode], fps: int) -> None:
     dims = {(ep.observations.shape[1], ep.actions.shape[1]) for ep in episodes}
     if len(dims) != 1:
         raise ValueError(f"All episodes need the same observation and action sizes, got {sorted(dims)}.")
+    env_dims = {None if ep.env_state is None else ep.env_state.shape[1] for ep in episodes}
+    if len(env_dims) != 1:
+        raise ValueError(f"Either every episode has an env_state of one size or none has, got sizes {env_dims}.")
 
 
 def _vector_features(
@@ -147,6 +152,8 @@ def _vector_features(
         OBS_KEY: _feature("float32", cols[OBS_KEY].shape[1], obs_names),
         ACTION_KEY: _feature("float32", cols[ACTION_KEY].shape[1], action_names),
     }
+    if ENV_STATE_KEY in cols:
+        features[ENV_STATE_KEY] = _feature("float32", cols[ENV_STATE_KEY].shape[1], None)
     if REWARD_KEY in cols:
         features[REWARD_KEY] = _feature("float32", 1, None)
     if DONE_KEY in cols:
@@ -194,7 +201,7 @@ def write_lerobot_dataset(
             shutil.rmtree(root / sub, ignore_errors=True)
     tasks = list(dict.fromkeys(ep.task for ep in episodes))
     cols = _frame_columns(episodes, fps, {t: i for i, t in enumerate(tasks)})
-    for key in (OBS_KEY, ACTION_KEY, REWARD_KEY):
+    for key in (OBS_KEY, ACTION_KEY, REWARD_KEY, ENV_STATE_KEY):
         if key in cols and not np.isfinite(cols[key]).all():
             raise ValueError(f"Feature '{key}' has NaN or inf values; fix the recording before writing.")
     video_features, video_columns = write_videos(root, cameras, fps, video_codec)

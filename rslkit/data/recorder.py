@@ -12,7 +12,9 @@ from rslkit.data.demonstrations import Episode
 from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
 
-Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Sequence[str]]
+Step = tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Sequence[str], torch.Tensor | None
+]
 """One step of all envs: observations, action labels, rewards, dones, camera frames, each env's task."""
 LABELS = ("executed", "policy")
 """What :func:`record_episodes` stores as each step's action: the executed action, or the clean policy action."""
@@ -57,6 +59,7 @@ def _episode(steps: list[Step], i: int) -> Episode:
         dones=torch.stack([h[3][i] for h in steps]),
         task=steps[0][5][i],
         images={name: torch.stack([h[4][name][i] for h in steps]) for name in steps[0][4]},
+        env_state=None if steps[0][6] is None else torch.stack([h[6][i] for h in steps]),  # type: ignore[index]
     )
 
 
@@ -84,6 +87,7 @@ def record_episodes(
     cameras: Sequence[str] = (),
     on_episode: Callable[[Episode], None] | None = None,
     label: str = "executed",
+    env_state_group: str | None = None,
 ) -> list[Episode]:
     """Run ``policy`` in all envs until ``num_episodes`` complete episodes were recorded.
 
@@ -114,6 +118,8 @@ def record_episodes(
             their episode ends: ``N * H * W * 3`` bytes per camera and step of the longest open episode.
         on_episode: called with each kept episode as it completes (progress bars, logs).
         label: ``"executed"`` or ``"policy"`` (see above); the two differ only with noise or smoothing.
+        env_state_group: observation group stored as ``Episode.env_state`` (``observation.environment_state``:
+            privileged simulator state, an auxiliary training target), or None.
 
     Returns:
         ``num_episodes`` episodes with observations, actions, rewards, dones and camera frames.
@@ -130,8 +136,9 @@ def record_episodes(
     if label not in LABELS:
         raise ValueError(f"label must be one of {LABELS}, got {label!r}.")
     obs = env.get_observations()
-    if obs_group not in obs.keys():
-        raise ValueError(f"The env has no observation group '{obs_group}' (it has {sorted(obs.keys())}).")
+    for name in (obs_group, env_state_group):
+        if name is not None and name not in obs.keys():
+            raise ValueError(f"The env has no observation group '{name}' (it has {sorted(obs.keys())}).")
     n = env.num_envs
     groups = _check_cameras(obs, cameras, n)
     bounds = _action_bounds(env)
@@ -160,7 +167,10 @@ def record_episodes(
         previous, fresh = actions, dones.cpu().bool().reshape(n, 1)
         images = {name: obs[group].to("cpu", copy=True) for name, group in groups.items()}
         tasks = _tasks(task, obs, n)
-        history.append((obs[obs_group].cpu(), labels.cpu(), rewards.cpu().float(), dones.cpu().bool(), images, tasks))
+        env_state = None if env_state_group is None else obs[env_state_group].cpu().float()
+        history.append(
+            (obs[obs_group].cpu(), labels.cpu(), rewards.cpu().float(), dones.cpu().bool(), images, tasks, env_state)
+        )
         if reset_policy is not None:
             reset_policy(dones)
         for i in dones.cpu().nonzero().squeeze(-1).tolist():

@@ -20,6 +20,7 @@ from tensordict import TensorDict
 
 from rslkit.algorithms.flow_bc import FlowBC, FlowBCCfg
 from rslkit.data.checks import check_matches_env
+from rslkit.data.demonstrations import ENV_STATE_KEY, Demonstrations
 from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
 from rslkit.envs.camera_groups import camera_group
@@ -28,6 +29,8 @@ from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
+from rslkit.models.vla.state_probe import StateProbe
+from rslkit.rewards.state_columns import select_state_columns
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
@@ -55,6 +58,15 @@ class VLABCRunnerCfg(RunCfg, ChunkExecutionCfg):
     """The instruction of every env, for envs without ``instructions`` (empty: the env must provide them)."""
     augment_shift: int = 4
     """Random shifts of up to this many pixels per camera image in training (0: off)."""
+    aux_state: str = ""
+    """Env observation group recorded as the dataset's ``observation.environment_state`` (``python -m rslkit.record
+    --env_state_group G``): BC then also regresses it from the observation tokens (a
+    :class:`~rslkit.models.vla.state_probe.StateProbe`, weight ``algorithm.aux_state_coef``), so the image encoder
+    learns where the objects are. A training aid: the policy's inputs and its export do not change. Empty: off."""
+    aux_state_columns: str = ""
+    """The columns of ``aux_state`` the probe regresses: indices, ``start:stop`` ranges and globs over the group's
+    ``observation_names`` (``cube.*,cube_minus_grasp_point.*``); empty: all. Columns that the state input or a
+    moving arm already give away (joint positions, the goal) dilute the signal for the image encoder."""
     max_iterations: int = 30
     updates_per_iteration: int = 100
     eval_interval: int = 10
@@ -103,7 +115,22 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
     ) -> None:
         super().__init__(env, cfg, log_dir, device, dist_info, run_info)
         state_dim = policy_obs_dim(env, cfg.policy.state_group)
-        self.alg = FlowBC(VLAPolicy(state_dim, env.num_actions, cfg.policy), cfg.algorithm, self.device)
+        policy = VLAPolicy(state_dim, env.num_actions, cfg.policy)
+        probe = None
+        self.aux_columns = torch.zeros(0, dtype=torch.long)
+        """Columns of the aux_state group the probe regresses (empty without a probe)."""
+        if cfg.aux_state:
+            groups = sorted(env.get_observations().keys())
+            if cfg.aux_state not in groups:
+                raise ValueError(
+                    f"--agent.aux_state has no observation group '{cfg.aux_state}' in the env (it has {groups}): name "
+                    "the group recorded as the dataset's observation.environment_state."
+                )
+            dim = policy_obs_dim(env, cfg.aux_state)
+            names = (getattr(env, "observation_names", None) or {}).get(cfg.aux_state)
+            self.aux_columns = torch.tensor(select_state_columns(cfg.aux_state_columns, dim, names))
+            probe = StateProbe(policy.tokenizer.num_tokens, cfg.policy.d_model, len(self.aux_columns))
+        self.alg = FlowBC(policy, cfg.algorithm, self.device, probe)
         self.stats = EpisodeStats(env.num_envs, self.device)
         self.dataset: VLAChunkDataset | None = None
         self.instructions = EnvInstructions(
@@ -160,22 +187,48 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
                     f"Camera {cam!r} of the dataset is {h}x{w}, the policy takes {size[0]}x{size[1]}: set "
                     f"--agent.policy.image_size {h},{w} (the recording's size), or re-record at {size[0]}x{size[1]}."
                 )
+        self._check_aux_state(demos)
         self.dataset = VLAChunkDataset(demos, cameras, self.cfg.policy.horizon)
         self._task_embeddings = self.embed(demos.tasks)
+        if self.iteration == 0 and self.alg.probe is not None:
+            stats = demos.stats[ENV_STATE_KEY]
+            low, high = (torch.tensor(stats[k])[self.aux_columns] for k in ("min", "max"))
+            self.alg.probe.normalizer.set_stats(low, high)
         if self.iteration == 0:
             for p in (policy, self.alg.ema.model):
                 p.set_normalization(demos.stats)
                 p.set_instruction_stats(self._task_embeddings)
         return self.dataset
 
-    def batch(self, batch_size: int) -> tuple[TensorDict, torch.Tensor]:
-        """A training batch: raw observation groups ``[B]`` (shifted frames) and action chunks ``[B, Ta, A]``."""
+    def _check_aux_state(self, demos: Demonstrations) -> None:
+        probe = self.alg.probe
+        if probe is None:
+            return
+        if demos.env_state is None:
+            raise ValueError(
+                f"--agent.aux_state {self.cfg.aux_state} needs the dataset's {ENV_STATE_KEY}, which "
+                f"{self.cfg.dataset} lacks: record it with `python -m rslkit.record ... --env_state_group "
+                f"{self.cfg.aux_state}`, or drop --agent.aux_state."
+            )
+        expected = policy_obs_dim(self.env, self.cfg.aux_state)
+        if demos.env_state.shape[1] != expected:
+            raise ValueError(
+                f"The dataset's {ENV_STATE_KEY} has {demos.env_state.shape[1]} columns, the env's group "
+                f"{self.cfg.aux_state!r} {expected}: record the group named by --agent.aux_state."
+            )
+
+    def batch(self, batch_size: int) -> tuple[TensorDict, torch.Tensor, torch.Tensor | None]:
+        """A training batch: raw observation groups ``[B]`` (shifted frames), action chunks ``[B, Ta, A]`` and, with
+        ``aux_state``, the frames' privileged state ``[B, E]`` (else None)."""
         assert self.dataset is not None and self._task_embeddings is not None
-        state, frames, task, actions = self.dataset.sample(batch_size, self._generator)
+        rows = torch.randint(len(self.dataset), (batch_size,), generator=self._generator)
+        state, frames, task, actions = self.dataset.get(rows)
         groups = {self.cfg.policy.state_group: state, INSTRUCTION_GROUP: self._task_embeddings[task.to(self.device)]}
         for cam, images in frames.items():
             groups[camera_group(cam)] = random_shift(images, self.cfg.augment_shift, self._generator)
-        return TensorDict(groups, batch_size=[batch_size]).to(self.device), actions
+        env_state = self.dataset.demos.env_state
+        aux = None if self.alg.probe is None or env_state is None else env_state[rows][:, self.aux_columns]
+        return TensorDict(groups, batch_size=[batch_size]).to(self.device), actions, aux
 
     # ------------------------------------------------------------------ inference
     def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
@@ -213,8 +266,8 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
         sums: dict[str, float] = {}
         self.alg.policy.train()
         for _ in range(self.cfg.updates_per_iteration):
-            obs, actions = self.batch(self.cfg.algorithm.batch_size)
-            for key, value in self.alg.update(obs, actions).items():
+            obs, actions, aux = self.batch(self.cfg.algorithm.batch_size)
+            for key, value in self.alg.update(obs, actions, aux_state=aux).items():
                 sums[key] = sums.get(key, 0.0) + value
         elapsed = time.perf_counter() - t0
         n = self.cfg.updates_per_iteration

@@ -197,6 +197,28 @@ def test_dims_must_match_env(dataset):
         check_matches_env(demos, 3, 1)
 
 
+def test_environment_state_round_trips_with_its_statistics(tmp_path):
+    episodes = _episodes()
+    g = torch.Generator().manual_seed(1)
+    for ep in episodes:
+        ep.env_state = torch.randn(len(ep), 4, generator=g)
+    root = write_lerobot_dataset(tmp_path / "ds", episodes, fps=20)
+    info = json.loads((root / "meta" / "info.json").read_text())
+    assert info["features"]["observation.environment_state"]["shape"] == [4]
+    demos = read_lerobot_dataset(root)
+    expected = torch.cat([e.env_state for e in episodes])
+    assert demos.env_state is not None
+    torch.testing.assert_close(demos.env_state, expected)
+    stats = demos.stats["observation.environment_state"]
+    assert stats["min"] == pytest.approx(expected.min(0).values.tolist())
+    assert read_lerobot_dataset(write_lerobot_dataset(tmp_path / "plain", _episodes(), fps=20)).env_state is None
+    episodes[1].env_state = None
+    with pytest.raises(ValueError, match="env_state"):
+        write_lerobot_dataset(tmp_path / "mixed", episodes, fps=20)
+    with pytest.raises(ValueError, match=r"env_state must have shape \[5, E\]"):
+        Episode(torch.zeros(5, 3), torch.zeros(5, 2), env_state=torch.zeros(4, 2))
+
+
 def test_writer_refuses_bad_input(tmp_path, dataset):
     root, episodes = dataset
     with pytest.raises(ValueError, match="already holds a dataset"):

@@ -197,9 +197,11 @@ def test_record_cli_from_the_scripted_expert(tmp_path, capsys):
     assert float(demos.episode_returns().mean()) > -300  # the energy-pumping expert swings up
     dart = tmp_path / "dart"
     record.main(["--task", "pendulum", "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(dart),
-                 "--action_noise", "0.5", "--label", "policy"])  # fmt: skip
+                 "--action_noise", "0.5", "--label", "policy", "--env_state_group", "policy"])  # fmt: skip
     demos = read_lerobot_dataset(dart)
     torch.testing.assert_close(demos.actions, pendulum_expert(demos.observations).clamp(-1, 1), atol=1e-5, rtol=0)
+    assert demos.env_state is not None  # the group recorded as observation.environment_state too
+    torch.testing.assert_close(demos.env_state, demos.observations)
     with pytest.raises(SystemExit):
         record.main(["--task", "pendulum", "--expert", "--checkpoint", "x", "--out", str(out)])  # one or the other
     with pytest.raises(ValueError, match="No scripted expert for task 'cartpole'"):

@@ -31,7 +31,11 @@ def _obs(b: int, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-@pytest.mark.parametrize("kw", [{}, {"causal_actions": True, "objective": "shortcut"}], ids=["default", "causal"])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"causal_actions": True, "objective": "shortcut"}, {"image_tokens": "keypoints", "num_keypoints": 3}],
+    ids=["default", "causal", "keypoints"],
+)
 def test_vla_chunks_match_torch(tmp_path, kw):
     policy = _policy(**kw)
     meta = export_policy(policy, tmp_path / "vla.onnx", "flow-bc")

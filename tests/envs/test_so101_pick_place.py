@@ -53,6 +53,7 @@ def test_groups_layout_and_registration():
     torch.testing.assert_close(obs["policy"][:, 33:36], env.goal())
     assert torch.equal(obs["goal"][:, 0], env.goal_index)
     torch.testing.assert_close(obs["proprio"], torch.cat((obs["policy"][:, 0:6], obs["policy"][:, 27:33]), -1))
+    torch.testing.assert_close(obs["joint_pos"], obs["policy"][:, 0:6])
     for group, names in env.observation_names.items():
         assert len(names) == obs[group].shape[-1], group
     for i, g in enumerate(env.goal_index.tolist()):

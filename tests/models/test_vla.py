@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.models.flow import euler_sample, rectified_flow_loss, shortcut_loss, time_grid
-from rslkit.models.vla import INSTRUCTION_GROUP, VLAPolicy, VLAPolicyCfg
+from rslkit.models.vla import INSTRUCTION_GROUP, KeypointTokenizer, VLAPolicy, VLAPolicyCfg
 from rslkit.utils.validation import ConfigError
 
 SMALL = dict(d_model=32, num_heads=4, num_layers=2, cnn_channels=(8, 16), token_grid=2, time_embed_dim=16)
@@ -40,9 +40,64 @@ def test_token_layout_is_state_instruction_then_each_camera():
     assert policy.input_groups == ["policy", INSTRUCTION_GROUP, "camera_front", "camera_wrist"]
 
 
+def test_keypoint_tokens_replace_the_grid_tokens_of_each_camera():
+    policy = _policy(image_tokens="keypoints", num_keypoints=5)
+    layout = policy.tokenizer.layout()
+    assert [(n, s.start, s.stop) for n, s in layout] == [
+        ("state", 0, 1), ("instruction", 1, 2), ("camera_front", 2, 7), ("camera_wrist", 7, 12)
+    ]  # fmt: skip
+    assert policy.conditioning(policy.normalize_inputs(_obs())).shape == (4, 12, 32)
+    tokenizer = policy.tokenizer.images["front"]
+    assert isinstance(tokenizer, KeypointTokenizer)
+    assert tokenizer.coords.shape == (8 * 8, 2)  # 16x16 images: stride 2, then the last convolution at stride 1
+
+
+def test_keypoint_positions_are_the_expectations_of_the_attention_maps():
+    torch.manual_seed(0)
+    tokenizer = KeypointTokenizer((4, 4), num_keypoints=2, d_model=8, image_size=(16, 16))
+    with torch.no_grad():
+        tokenizer.attention.weight.zero_()  # uniform maps: every keypoint at the image centre
+        tokenizer.attention.bias.zero_()
+        tokenizer.proj.weight.zero_()
+        tokenizer.proj.weight[0, 0] = tokenizer.proj.weight[1, 1] = 1.0  # token dims 0-1: the position
+        tokenizer.proj.bias.zero_()
+    tokens = tokenizer(torch.rand(3, 3, 16, 16))
+    assert tokens.shape == (3, 2, 8)
+    torch.testing.assert_close(tokens[..., :2], torch.zeros(3, 2, 2), atol=1e-6, rtol=0)
+
+
+def test_keypoint_tokens_locate_a_small_object_finer_than_a_grid_cell():
+    """A 2x2-pixel dot anywhere in a 32x32 image; a linear head on the keypoint tokens regresses its position.
+    A grid of 4x4 tokens has cells 0.5 wide (in [-1, 1] units): the keypoints must do far better than a cell."""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+
+    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = torch.randint(0, 31, (n, 2), generator=gen)
+        images = torch.zeros(n, 3, 32, 32)
+        for i, (x, y) in enumerate(pos.tolist()):
+            images[i, :, y : y + 2, x : x + 2] = 1.0
+        return images, (pos.float() + 0.5) / 15.5 - 1.0  # the dot's centre in [-1, 1]
+
+    tokenizer = KeypointTokenizer((8, 16), num_keypoints=4, d_model=16, image_size=(32, 32))
+    head = torch.nn.Linear(4 * 16, 2)
+    opt = torch.optim.Adam([*tokenizer.parameters(), *head.parameters()], lr=3e-3)
+    for _ in range(300):
+        images, target = batch(32)
+        loss = (head(tokenizer(images).flatten(1)) - target).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    images, target = batch(256)
+    with torch.no_grad():
+        error = (head(tokenizer(images).flatten(1)) - target).abs().mean()
+    assert error < 0.04, f"mean position error {float(error):.3f} (grid tokens: about 0.06; a cell is 0.5 wide)"
+
+
 @pytest.mark.parametrize("group", ["policy", INSTRUCTION_GROUP, "camera_front", "camera_wrist"])
-def test_the_velocity_depends_on_every_input(group):
-    policy = _policy().eval()
+@pytest.mark.parametrize("image_tokens", ["grid", "keypoints"])
+def test_the_velocity_depends_on_every_input(group, image_tokens):
+    policy = _policy(image_tokens=image_tokens).eval()
     obs = _obs()
     x, t = torch.randn(4, 5, 3), torch.full((4,), 0.3)
     base = policy.velocity(x, t, policy.normalize_inputs(obs))
@@ -162,6 +217,9 @@ def test_bad_input_is_refused_with_what_to_do():
         ({"backbone_reduce": "max"}, "backbone_reduce"),
         ({"lora_rank": 0}, "lora_rank"),
         ({"lora_dropout": 1.0}, "lora_dropout"),
+        ({"image_tokens": "patches"}, "image_tokens"),
+        ({"image_tokens": "keypoints", "num_keypoints": 0}, "num_keypoints"),
+        ({"image_tokens": "keypoints", "backbone": "hf-vision", "backbone_path": "x"}, "image_tokens"),
     ],
 )
 def test_bad_architecture_is_refused_naming_the_field(kw, field):

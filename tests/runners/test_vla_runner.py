@@ -23,6 +23,15 @@ def dataset(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def dataset_with_state(tmp_path_factory):
+    """The same demonstrations with the point's position also stored as observation.environment_state."""
+    env = InstructedPointEnv(num_envs=16, seed=0)
+    episodes = record_episodes(env, expert, 48, task=lambda obs: [INSTRUCTIONS[int(g)] for g in obs["goal"]],
+                               cameras=["front"], env_state_group="policy")  # fmt: skip
+    return write_lerobot_dataset(tmp_path_factory.mktemp("vla") / "demos", episodes, fps=10)
+
+
 def _cfg(dataset, **kw) -> VLABCRunnerCfg:
     policy = VLAPolicyCfg(cameras=("front",), image_size=(16, 16), language_dim=384, horizon=4, d_model=32,
                           num_heads=4, num_layers=2, cnn_channels=(8, 16), token_grid=2, time_embed_dim=16)  # fmt: skip
@@ -81,3 +90,48 @@ def test_vla_runner_refuses_what_it_cannot_train_on(dataset, tmp_path):
         runner.env_instructions(obs)
     runner.instructions.instruction = INSTRUCTIONS[0]  # what --agent.instruction sets
     assert runner.env_instructions(obs).shape == (4, 384)
+
+
+def test_vla_runner_trains_a_state_probe_beside_the_policy_and_resumes_it(dataset, dataset_with_state, tmp_path):
+    torch.manual_seed(0)
+    env = InstructedPointEnv(num_envs=8, seed=1)
+    runner = VLAPretrainRunner(env, _cfg(dataset_with_state, aux_state="policy", max_iterations=4), tmp_path / "run")
+    runner.load_dataset()
+    probe = runner.alg.probe
+    assert probe is not None and probe.state_dim == 2
+    obs, _, aux = runner.batch(256)
+    assert aux is not None and aux.shape == (256, 2)
+
+    def probe_loss() -> float:
+        with torch.no_grad():
+            return float(probe.loss(runner.alg.policy.conditioning(runner.alg.policy.normalize_inputs(obs)), aux))
+
+    before = probe_loss()
+    metrics = runner.learn()
+    assert "Loss/aux_state" in metrics and probe_loss() < 0.2 * before, (before, probe_loss())
+    resumed = VLAPretrainRunner(env, _cfg(dataset_with_state, aux_state="policy", max_iterations=4), None)
+    resumed.load(tmp_path / "run" / "model_4.pt")
+    assert resumed.alg.probe is not None
+    for a, b in zip(probe.state_dict().values(), resumed.alg.probe.state_dict().values()):
+        torch.testing.assert_close(a, b)
+    # the deployed policy is a plain VLA policy: a run without the probe takes its weights
+    plain = VLAPretrainRunner(env, _cfg(dataset_with_state, max_iterations=4), None)
+    plain.load(tmp_path / "run" / "model_4.pt", weights_only=True)
+    # a dataset without the state, or a group of another size, is refused with what to record
+    missing = VLAPretrainRunner(env, _cfg(dataset, aux_state="policy", max_iterations=1), None)
+    with pytest.raises(ValueError, match="--env_state_group policy"):
+        missing.load_dataset()
+    with pytest.raises(ValueError, match="aux_state has no observation group 'nope'"):
+        VLAPretrainRunner(env, _cfg(dataset_with_state, aux_state="nope", max_iterations=1), None)
+
+
+def test_the_state_probe_regresses_the_columns_it_is_given(dataset_with_state):
+    env = InstructedPointEnv(num_envs=4, seed=1)
+    runner = VLAPretrainRunner(env, _cfg(dataset_with_state, aux_state="policy", aux_state_columns="1"), None)
+    runner.load_dataset()
+    assert runner.alg.probe is not None and runner.alg.probe.state_dim == 1
+    obs, _, aux = runner.batch(8)
+    assert aux is not None
+    torch.testing.assert_close(aux[:, 0], obs["policy"][:, 1])  # the recorded state is the point's position
+    with pytest.raises(ValueError, match="outside the state's 2 columns"):
+        VLAPretrainRunner(env, _cfg(dataset_with_state, aux_state="policy", aux_state_columns="0:5"), None)

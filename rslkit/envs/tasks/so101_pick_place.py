@@ -88,6 +88,8 @@ class SO101PickPlaceTask(SO101LiftTask):
     - ``goal`` ``[N, 1]`` int64: the goal index (a dataset's ``task_index``; the language the policy is told).
     - ``proprio`` ``[N, 12]``: normalized joint positions (6) and the last action (6), what a vision-language-action
       policy reads besides its cameras and the instruction.
+    - ``joint_pos`` ``[N, 6]``: the normalized joint positions alone (``proprio`` without the last action: a cloned
+      policy cannot continue the last action's motion from it and must look where the cube is).
     - ``camera_<name>`` ``[N, H, W, 3]`` uint8 per camera of ``cfg.cameras``.
 
     Reward terms: the lift task's ``reach``, ``grasp``, ``open``, ``lift`` (paid away from the goal only),
@@ -170,6 +172,7 @@ class SO101PickPlaceTask(SO101LiftTask):
         "goal": ["goal_index"],
         "proprio": [f"{j}.pos_normalized" for j in (*ARM_JOINTS, GRIPPER)]
         + [f"last_action.{j}" for j in (*ARM_JOINTS, GRIPPER)],
+        "joint_pos": [f"{j}.pos_normalized" for j in (*ARM_JOINTS, GRIPPER)],
     }
 
     def _observations(self) -> TensorDict:
@@ -178,6 +181,7 @@ class SO101PickPlaceTask(SO101LiftTask):
         obs["policy"] = torch.cat((lift, self.goal()), -1)
         obs["goal"] = self.goal_index.unsqueeze(-1).clone()
         obs["proprio"] = torch.cat((lift[:, 0:6], lift[:, 27:33]), -1)
+        obs["joint_pos"] = lift[:, 0:6].clone()
         return obs
 
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:

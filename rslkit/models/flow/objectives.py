@@ -31,6 +31,7 @@ def rectified_flow_loss(
     x1: torch.Tensor,
     generator: torch.Generator | None = None,
     future_n: torch.Tensor | None = None,
+    conditioning: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Conditional flow-matching loss of a batch (Liu et al. 2022; Lipman et al. 2022).
 
@@ -41,11 +42,13 @@ def rectified_flow_loss(
         obs_n: ``[B, D]`` normalized observations (a VLA policy: its normalized input groups ``[B]``).
         x1: ``[B, Ta, A]`` normalized demonstrated action chunks (data, ``t = 1``).
         future_n: ``[B, S]`` normalized future states (future-state policies; default: the observed state).
+        conditioning: ``policy.conditioning(obs_n, future_n)`` when the caller has it already (e.g. observation
+            tokens that an auxiliary loss reads too); ``obs_n`` and ``future_n`` are then not used.
 
     Returns:
         Scalar loss (mean over batch, chunk and action dims).
     """
-    obs_n = policy.conditioning(obs_n, future_n)
+    obs_n = policy.conditioning(obs_n, future_n) if conditioning is None else conditioning
     x0 = torch.randn(x1.shape, generator=generator, device=x1.device)
     t = torch.rand(x1.shape[0], generator=generator, device=x1.device)
     x_t = t.view(-1, 1, 1) * x1 + (1 - t.view(-1, 1, 1)) * x0

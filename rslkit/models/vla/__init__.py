@@ -5,7 +5,7 @@ from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.hf_backbone import HFVisionTokenizer, VisionTower
 from rslkit.models.vla.hf_vlm import HFVLMTokenizer, PrefixDecoder
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
-from rslkit.models.vla.tokens import ImageTokenizer, ObservationTokenizer
+from rslkit.models.vla.tokens import ImageTokenizer, KeypointTokenizer, ObservationTokenizer
 
 __all__ = [
     "INSTRUCTION_GROUP",
@@ -15,6 +15,7 @@ __all__ = [
     "HFVLMTokenizer",
     "HFVisionTokenizer",
     "ImageTokenizer",
+    "KeypointTokenizer",
     "ObservationTokenizer",
     "PrefixDecoder",
     "VLAPolicy",

@@ -42,6 +42,13 @@ class VLAPolicyCfg:
     """Stride-2 3x3 convolutions of the image encoder (from scratch); its feature map is pooled to ``token_grid``."""
     token_grid: int = 4
     """Each camera gives ``token_grid x token_grid`` tokens (SmolVLA: 64 per frame; 16 keeps CPU training fast)."""
+    image_tokens: Literal["grid", "keypoints"] = "grid"
+    """``cnn`` backbone: ``grid`` average-pools the feature map to ``token_grid x token_grid`` tokens; ``keypoints``
+    keeps a finer map (the last convolution has stride 1) and gives ``num_keypoints`` tokens, each the expected
+    image position and the attended features of one learned spatial-softmax map (Levine et al. 2016, robomimic's
+    and Diffusion Policy's image encoders): positions finer than a grid cell, e.g. of a few-pixel cube."""
+    num_keypoints: int = 32
+    """``image_tokens="keypoints"``: tokens (spatial-softmax maps) per camera."""
     time_embed_dim: int = 64
     causal_actions: bool = False
     """Causal self-attention over the action tokens (SmolVLA's expert): token ``i`` sees tokens ``<= i`` only."""
@@ -110,7 +117,17 @@ class VLAPolicyCfg:
         )
         self._check_backbone()
         cnn = self.backbone == "cnn"
-        if cnn and len(size) == 2 and self.cnn_channels and isinstance(self.token_grid, int) and self.token_grid >= 1:
+        expect(
+            self.image_tokens in ("grid", "keypoints"),
+            "image_tokens",
+            f"must be 'grid' or 'keypoints', got {self.image_tokens!r}",
+        )
+        if self.image_tokens == "keypoints":
+            expect(cnn, "image_tokens", "'keypoints' needs backbone 'cnn' (pretrained towers give grid tokens)")
+            k = self.num_keypoints
+            expect(isinstance(k, int) and k >= 1, "num_keypoints", f"must be an integer >= 1, got {k}")
+        pooled = cnn and self.image_tokens == "grid"  # keypoints need no grid that divides the feature map
+        if pooled and len(size) == 2 and self.cnn_channels and isinstance(self.token_grid, int) and self.token_grid:
             grid = [-(-s // 2 ** len(self.cnn_channels)) for s in size]  # stride-2 convolutions, padding 1
             expect(
                 all(g % self.token_grid == 0 for g in grid),

@@ -2,8 +2,9 @@
 
 Layout along the token axis, fixed by the config: ``[state, instruction (if any), camera 1 (G*G), camera 2 ...]``.
 Every slot adds a learned position embedding, so the expert can tell the state from the instruction and one
-camera's patch from another's. Images are encoded by a small CNN per camera (:class:`ImageTokenizer`) or by one
-pretrained vision tower shared by all cameras (:class:`~rslkit.models.vla.hf_backbone.HFVisionTokenizer`).
+camera's patch from another's. Images are encoded by a small CNN per camera, as grid cells
+(:class:`ImageTokenizer`) or spatial-softmax keypoints (:class:`KeypointTokenizer`), or by one pretrained vision
+tower shared by all cameras (:class:`~rslkit.models.vla.hf_backbone.HFVisionTokenizer`).
 
 With ``backbone="hf-vlm"`` the whole sequence comes from a pretrained VLM's decoder layers
 (:class:`~rslkit.models.vla.hf_vlm.HFVLMTokenizer`), in SmolVLA's prefix order
@@ -40,6 +41,48 @@ class ImageTokenizer(nn.Module):
         return self.proj(self.conv(images * 2.0 - 1.0).flatten(2).transpose(1, 2))
 
 
+class KeypointTokenizer(nn.Module):
+    """``[B, 3, H, W]`` in ``[0, 1]`` -> ``[B, K, d]``: spatial-softmax keypoints (Levine et al. 2016).
+
+    The CNN's convolutions have stride 2 but the last (stride 1), so its feature map ``F [B, C, h, w]`` keeps a
+    quarter of the image's resolution per side with three layers. ``K`` learned 1x1 maps ``a_k = softmax_hw(W_k F)``
+    each attend to one thing in the image; keypoint ``k`` is its expected position ``(E[x], E[y]) in [-1, 1]^2``
+    and its attended features ``sum_hw a_k F``, projected to one token. The position is a soft average over the
+    map, so it resolves less than a cell (a grid token only says which cell).
+
+    Args:
+        channels: output channels of the convolutions.
+        num_keypoints: ``K``.
+        d_model: token width.
+        image_size: ``(H, W)`` of the images (fixes the coordinate grid).
+    """
+
+    def __init__(self, channels: tuple[int, ...], num_keypoints: int, d_model: int, image_size: tuple[int, int]):
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_ch = 3
+        h, w = image_size
+        for i, ch in enumerate(channels):
+            stride = 1 if i == len(channels) - 1 and len(channels) > 1 else 2
+            layers += [nn.Conv2d(in_ch, ch, 3, stride=stride, padding=1), nn.GroupNorm(1, ch), nn.GELU()]
+            h, w = -(-h // stride), -(-w // stride)
+            in_ch = ch
+        self.conv = nn.Sequential(*layers)
+        self.attention = nn.Conv2d(in_ch, num_keypoints, 1)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+        self.register_buffer("coords", torch.stack((xs.flatten(), ys.flatten()), -1))  # [h*w, 2]
+        self.coords: torch.Tensor
+        self.proj = nn.Linear(2 + in_ch, d_model)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """``images [B, 3, H, W]`` -> tokens ``[B, K, d]``."""
+        features = self.conv(images * 2.0 - 1.0).flatten(2)  # [B, C, h*w]
+        maps = torch.softmax(self.attention.weight.flatten(1) @ features + self.attention.bias[:, None], -1)
+        positions = maps @ self.coords  # [B, K, 2]
+        attended = maps @ features.transpose(1, 2)  # [B, K, C]
+        return self.proj(torch.cat((positions, attended), -1))
+
+
 class ObservationTokenizer(nn.Module):
     """Normalized inputs (a dict of tensors) -> observation tokens ``[B, L, d]`` in the layout of the module doc.
 
@@ -58,13 +101,18 @@ class ObservationTokenizer(nn.Module):
         self.state = None if vlm else nn.Sequential(nn.Linear(state_dim, d), nn.GELU(), nn.Linear(d, d))
         self.language = nn.Linear(cfg.language_dim, d) if cfg.language_dim > 0 and not vlm else None
         cnn = cfg.backbone == "cnn" or not self.cameras
-        self.images = nn.ModuleDict(
-            {c: ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d) for c in self.cameras} if cnn else {}
-        )
-        """One CNN per camera (``backbone="cnn"``)."""
+        keypoints = cfg.image_tokens == "keypoints"
+
+        def cnn_tokenizer() -> nn.Module:
+            if keypoints:
+                return KeypointTokenizer(cfg.cnn_channels, cfg.num_keypoints, d, tuple(cfg.image_size))
+            return ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d)
+
+        self.images = nn.ModuleDict({c: cnn_tokenizer() for c in self.cameras} if cnn else {})
+        """One CNN per camera (``backbone="cnn"``): grid or keypoint tokens (``cfg.image_tokens``)."""
         self.backbone = None if cnn or vlm else HFVisionTokenizer(cfg)
         """The pretrained vision tower all cameras share (``backbone="hf-vision"``)."""
-        self.tokens_per_camera = cfg.token_grid**2
+        self.tokens_per_camera = cfg.num_keypoints if keypoints else cfg.token_grid**2
         self.num_tokens = 1 + (cfg.language_dim > 0) + len(self.cameras) * self.tokens_per_camera
         self.position = nn.Parameter(torch.randn(self.num_tokens, d) * 0.02)
         self.norm = nn.LayerNorm(d)
