@@ -91,7 +91,7 @@ class FlowBC(Generic[P]):
         self.cfg = cfg
         self.device = torch.device(device)
         self.policy: P = policy.to(self.device)
-        self.probe = None if probe is None else probe.to(self.device)
+        self.probe: StateProbe | None = None if probe is None else probe.to(self.device)
         params = [*policy.parameters(), *([] if probe is None else probe.parameters())]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True)
         self.ema: EMA[P] = EMA(policy, cfg.ema_decay)

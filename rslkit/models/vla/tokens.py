@@ -77,7 +77,7 @@ class KeypointTokenizer(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """``images [B, 3, H, W]`` -> tokens ``[B, K, d]``."""
         features = self.conv(images * 2.0 - 1.0).flatten(2)  # [B, C, h*w]
-        maps = torch.softmax(self.attention.weight.flatten(1) @ features + self.attention.bias[:, None], -1)
+        maps = torch.softmax(self.attention(features.unsqueeze(-1)).squeeze(-1), -1)  # [B, K, h*w], the 1x1 maps
         positions = maps @ self.coords  # [B, K, 2]
         attended = maps @ features.transpose(1, 2)  # [B, K, C]
         return self.proj(torch.cat((positions, attended), -1))
@@ -105,7 +105,8 @@ class ObservationTokenizer(nn.Module):
 
         def cnn_tokenizer() -> nn.Module:
             if keypoints:
-                return KeypointTokenizer(cfg.cnn_channels, cfg.num_keypoints, d, tuple(cfg.image_size))
+                h, w = cfg.image_size
+                return KeypointTokenizer(cfg.cnn_channels, cfg.num_keypoints, d, (h, w))
             return ImageTokenizer(cfg.cnn_channels, cfg.token_grid, d)
 
         self.images = nn.ModuleDict({c: cnn_tokenizer() for c in self.cameras} if cnn else {})
