@@ -159,7 +159,9 @@ def _load(
     _check_finite(root, ACTION_KEY, act, ep_of_frame)
     rewards = dones = task_index = env_state = None
     dims = {OBS_KEY: obs_dim, ACTION_KEY: act_dim}
-    if ENV_STATE_KEY in info["features"] and ENV_STATE_KEY in frames.column_names:
+    if ENV_STATE_KEY in info["features"]:
+        if ENV_STATE_KEY not in frames.column_names:
+            raise ValueError(f"Data files of '{root}' have no '{ENV_STATE_KEY}' column; meta/info.json lists it.")
         dims[ENV_STATE_KEY] = _check_feature(root, info, ENV_STATE_KEY)
         values = _to_numpy(frames[ENV_STATE_KEY], dims[ENV_STATE_KEY], ENV_STATE_KEY).astype(np.float32)
         _check_finite(root, ENV_STATE_KEY, values, ep_of_frame)
