@@ -66,9 +66,3 @@ class VLAChunkDataset:
         d = self.demos
         frames = {c: d.images[c][rows] for c in self.cameras}
         return d.observations[rows], frames, self.task_index[rows], d.actions[self.index[rows]]
-
-    def sample(
-        self, batch_size: int, generator: torch.Generator | None = None
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
-        """``batch_size`` examples drawn uniformly with replacement (see :meth:`get`)."""
-        return self.get(torch.randint(len(self), (batch_size,), generator=generator))
