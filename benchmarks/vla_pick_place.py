@@ -1,23 +1,26 @@
 """VLA pick-and-place on ``so101-pick-place``: success per instruction after BC from scripted demonstrations and
 after ReinFlow fine-tuning, the wall-clock of each stage, the exported model's chunk latency and rendering frames/s.
 
-    .venv/bin/python benchmarks/vla_pick_place.py --workdir /tmp/vla --bc_iterations 100 --rl_iterations 30
+    .venv/bin/python benchmarks/vla_pick_place.py --workdir /tmp/vla --bc_iterations 70 --rl_iterations 20
 
 Each stage runs the command a user types, as a child process, and is timed; a stage whose output is already in
 ``--workdir`` is skipped (its earlier figures are kept), so a stopped benchmark continues where it stopped:
 
   record    ``python -m rslkit.record --task so101-pick-place --expert --episodes 200 --num_envs 16 --obs_group
-            proprio --env.cameras front --camera front --out WORKDIR/pick_place``: the scripted expert, one of the
-            four instructions per episode, the front camera at 64x64 as an AV1 video (LeRobotDataset v3);
-            ``--cameras front wrist`` records (and trains on) both cameras; ``--record_noise 0.05 --record_label
-            policy`` executes the expert with action noise and stores its clean actions (DART demonstrations);
-            ``--record_env_state policy`` also stores the privileged state as ``observation.environment_state``
-            (the target of BC's auxiliary state probe, ``--bc_extra='--agent.aux_state policy'``).
+            proprio --env.cameras table --camera table --env_state_group policy --out WORKDIR/pick_place``: the
+            scripted expert, one of the four instructions per episode, the table camera at 64x64 as an AV1 video
+            and the privileged state as ``observation.environment_state`` (the target of BC's auxiliary probe; the
+            recipe's ``--agent.aux_state policy``; ``--record_env_state ''`` leaves it out) (LeRobotDataset v3);
+            ``--cameras front wrist`` records (and trains on) other cameras; ``--record_noise 0.05 --record_label
+            policy`` executes the expert with action noise and stores its clean actions (DART demonstrations).
   bc        ``train.py --task so101-pick-place --algo vla-bc --dataset WORKDIR/pick_place --num_envs 32
-            --max_iterations N``: the task's VLA recipe (front camera, MiniLM instruction, proprio state, chunks of
-            16, 100 updates per iteration), evaluated on 32 envs every 25 iterations.
+            --max_iterations N``: the task's VLA recipe (table camera as keypoint tokens, MiniLM instruction,
+            proprio state, chunks of 16, 100 updates per iteration, the cube probe), evaluated on 32 envs every 10
+            iterations; ``--bc_extra='--agent.aux_state= --agent.policy.image_tokens grid'`` is the earlier
+            recipe (grid tokens, no probe).
   reinflow  ``train.py --task so101-pick-place --algo vla-reinflow --checkpoint <bc run>/model_N.pt --num_envs 32
-            --max_iterations M``: ReinFlow over the action expert with a critic on the privileged state.
+            --max_iterations M``: the task's ReinFlow recipe (the action expert alone, small exploration noise, a
+            critic on the privileged state), evaluated on 32 envs every 5 iterations.
   eval      every checkpoint named by ``--eval`` (default: the last BC and the last ReinFlow one):
             ``--eval_episodes`` deterministic episodes from fixed start states (seed ``EVAL_SEED``), success overall
             and per instruction; ``--eval_execute_steps 0 8`` evaluates each with the whole chunk and with 8 of
@@ -26,7 +29,7 @@ Each stage runs the command a user types, as a child process, and is timed; a st
             (``--agent.temporal_ensemble_coeff``).
   latency   the last checkpoint exported to ONNX (``python -m rslkit.export``): batch-1 chunk latency with ONNX
             Runtime on one thread (median, p99) and its largest difference from torch.
-  render    env steps/s with the cameras at 64x64 (``--env.cameras front``) on 1 and 32 envs.
+  render    env steps/s with the cameras at 64x64 (``--env.cameras table``) on 1 and 32 envs.
 
 Results: benchmarks/results/vla_pick_place.json (``--out``), rewritten after every stage.
 """
@@ -98,7 +101,7 @@ def stage_record(args: argparse.Namespace, dataset: Path) -> dict[str, Any]:
 
 
 def camera_args(cameras: list[str]) -> list[str]:
-    """``train.py`` arguments that render ``cameras`` and feed them to the VLA policy (the recipe's: front)."""
+    """``train.py`` arguments that render ``cameras`` and feed them to the VLA policy (the recipe's: table)."""
     return ["--env.cameras", ",".join(cameras), "--agent.policy.cameras", ",".join(cameras)]
 
 
@@ -205,12 +208,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--record_env_state",
-        default="",
-        help="also record this observation group as observation.environment_state (e.g. policy: the privileged "
-        "state), for BC with --bc_extra='--agent.aux_state policy'",
+        default="policy",
+        help="also record this observation group as observation.environment_state (policy: the privileged state, "
+        "the target of the recipe's BC probe); '': none (then --bc_extra='--agent.aux_state=')",
     )
-    parser.add_argument("--bc_iterations", type=int, default=100)
-    parser.add_argument("--rl_iterations", type=int, default=30)
+    parser.add_argument("--bc_iterations", type=int, default=70)
+    parser.add_argument("--rl_iterations", type=int, default=20)
     parser.add_argument("--num_envs", type=int, default=32, help="envs of training and in-training evaluation")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every stage")
     parser.add_argument("--seed", type=int, default=0)
@@ -231,7 +234,7 @@ def main() -> None:
         help="evaluations with temporal ensembling (ACT) at these coefficients, one each (after --eval_execute_steps)",
     )
     parser.add_argument("--latency_iters", type=int, default=500)
-    parser.add_argument("--cameras", nargs="+", default=["front"], help="cameras recorded and seen by the policy")
+    parser.add_argument("--cameras", nargs="+", default=["table"], help="cameras recorded and seen by the policy")
     extra_help = "more train.py arguments of the %s stage, one string: --%s='--agent.x 1 --agent.y 2'"
     parser.add_argument("--bc_extra", type=shlex.split, default=[], help=extra_help % ("BC", "bc_extra"))
     parser.add_argument("--rl_extra", type=shlex.split, default=[], help=extra_help % ("ReinFlow", "rl_extra"))

@@ -86,7 +86,7 @@ class FlowBC(Generic[P]):
         if probe is not None and (not isinstance(policy, VLAPolicy) or policy.cfg.objective != "rectified_flow"):
             raise ValueError(
                 "An auxiliary state probe reads a VLA policy's observation tokens under the rectified_flow objective; "
-                "drop --agent.aux_state or set --agent.policy.objective rectified_flow."
+                "turn the probe off with --agent.aux_state= or set --agent.policy.objective rectified_flow."
             )
         self.cfg = cfg
         self.device = torch.device(device)

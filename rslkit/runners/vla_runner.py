@@ -208,7 +208,7 @@ class VLAPretrainRunner(BaseRunner[VLABCRunnerCfg, FlowBC[VLAPolicy]]):
             raise ValueError(
                 f"--agent.aux_state {self.cfg.aux_state} needs the dataset's {ENV_STATE_KEY}, which "
                 f"{self.cfg.dataset} lacks: record it with `python -m rslkit.record ... --env_state_group "
-                f"{self.cfg.aux_state}`, or drop --agent.aux_state."
+                f"{self.cfg.aux_state}`, or turn the probe off with --agent.aux_state= (an empty value)."
             )
         expected = policy_obs_dim(self.env, self.cfg.aux_state)
         if demos.env_state.shape[1] != expected:

@@ -261,9 +261,14 @@ def test_behaviour_cloning_with_a_frozen_backbone_trains_around_it_and_resumes(m
 
 def test_the_task_recipe_takes_a_backbone_from_the_command_line(models):
     """``train.py --task so101-pick-place --algo vla-bc --agent.policy.backbone hf-vision --agent.policy.backbone_path
-    P`` builds the run (the recipe's 64x64 camera resized to the tower's 32x32, its 4x4 grid = token_grid 4)."""
+    P --agent.policy.image_tokens grid`` builds the run (the recipe's 64x64 camera resized to the tower's 32x32, its
+    4x4 grid = token_grid 4); without ``image_tokens grid`` the recipe's keypoint tokens are refused with that fix."""
     policy_flags = {"backbone": "hf-vision", "backbone_path": str(models / "siglip"), "backbone_trainable": "lora",
                     "lora_targets": "q_proj,v_proj"}  # fmt: skip
+    overrides = [item for k, v in policy_flags.items() for item in (f"--agent.policy.{k}", v)]
+    with pytest.raises(ConfigError, match="--agent.policy.image_tokens grid"):
+        build_run("so101-pick-place", "vla-bc", overrides, num_envs=1, agent_fields={"dataset": "unused"})
+    policy_flags["image_tokens"] = "grid"
     overrides = [item for k, v in policy_flags.items() for item in (f"--agent.policy.{k}", v)]
     _, runner = build_run("so101-pick-place", "vla-bc", overrides, num_envs=1, agent_fields={"dataset": "unused"})
     policy = runner.alg.policy

@@ -80,17 +80,20 @@ def _demonstrations(task: str, root: Path, runs: dict[tuple[str, str], Path]) ->
 
 
 def _expert_demonstrations(task: str, root: Path) -> Path:
-    """Two short episodes of the task's scripted expert with the 16x16 front camera and their instructions."""
+    """Two short episodes of the task's scripted expert with the recipe's cameras at 16x16, its instructions, and
+    the privileged state its BC probe regresses (``--agent.aux_state``) when the recipe has one."""
     from rslkit import record
     from rslkit.recipes import agent_cfg
     from tests.envs.gl import require_gl
 
     require_gl()
     out = root / f"{task}-expert-demos"
-    state = agent_cfg(task, "vla-bc").policy.state_group
+    cfg = agent_cfg(task, "vla-bc")
+    cameras = [arg for name in cfg.policy.cameras for arg in ("--camera", name)]
+    env_state = ["--env_state_group", cfg.aux_state] if cfg.aux_state else []
     record.main(["--task", task, "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(out), "--obs_group",
-                 state, "--camera",
-                 "front", "--env.cameras", "front", "--env.camera_width", "16", "--env.camera_height", "16",
+                 cfg.policy.state_group, *cameras, "--env.cameras", ",".join(cfg.policy.cameras), *env_state,
+                 "--env.camera_width", "16", "--env.camera_height", "16",
                  "--env.episode_length", str(EPISODE.get(task, 30))])  # fmt: skip
     return out
 

@@ -1,6 +1,7 @@
-"""VLA ReinFlow on so101-pick-place end to end: a tiny vla-bc checkpoint (scripted expert, 16x16 front camera) ->
-``--algo vla-reinflow`` from it (``train.py --checkpoint`` path) -> 2 iterations with success per instruction ->
-exact resume -> ONNX export of the fine-tuned policy; and the errors of a bad start."""
+"""VLA ReinFlow on so101-pick-place end to end: a tiny vla-bc checkpoint of the task's recipe (scripted expert, the
+16x16 table camera, keypoint tokens, the cube probe) -> ``--algo vla-reinflow`` from it (``train.py --checkpoint``
+path) -> 2 iterations with success per instruction -> exact resume -> ONNX export of the fine-tuned policy; and the
+errors of a bad start."""
 
 from __future__ import annotations
 
@@ -33,14 +34,16 @@ RL = [*CAMERA, "--agent.num_steps_per_env=3", "--agent.algorithm.num_inference_s
 
 @pytest.fixture(scope="module")
 def bc_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One iteration of vla-bc on two scripted-expert episodes with the 16x16 front camera."""
+    """One iteration of vla-bc (the task's recipe, smaller) on two scripted-expert episodes with the 16x16 table
+    camera and the privileged state of its probe."""
     from rslkit import record
     from tests.envs.gl import require_gl
 
     require_gl()
     root = tmp_path_factory.mktemp("vla_reinflow")
     record.main(["--task", TASK, "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(root / "demos"),
-                 "--obs_group", "proprio", "--camera", "front", "--env.cameras", "front", *CAMERA])  # fmt: skip
+                 "--obs_group", "proprio", "--camera", "table", "--env.cameras", "table", "--env_state_group", "policy",
+                 *CAMERA])  # fmt: skip
     _, bc = build_run(TASK, "vla-bc", BC, num_envs=2, max_iterations=1, agent_fields={"dataset": str(root / "demos")},
                       log_dir=root / "bc")  # fmt: skip
     bc.learn()
@@ -66,7 +69,7 @@ def test_fine_tunes_from_a_vla_bc_checkpoint_resumes_and_exports(bc_checkpoint: 
     policy_cfg = load_checkpoint(bc_checkpoint)["agent_cfg"]["policy"]
     assert runner.cfg.policy.d_model == policy_cfg["d_model"] == 32  # the checkpoint's policy, not the recipe's
     assert runner.cfg.policy.num_inference_steps == runner.alg.chain.num_steps == 3  # deployment runs the chain's K
-    assert set(runner.alg.storage.obs.keys()) == {"proprio", INSTRUCTION_GROUP, "camera_front", "policy"}
+    assert set(runner.alg.storage.obs.keys()) == {"proprio", INSTRUCTION_GROUP, "camera_table", "policy"}
     metrics = runner.learn()
     assert runner.iteration == 2 and (tmp_path / "rl" / "model_2.pt").exists()
     assert metrics["Policy/actor_updated"] == 1.0 and metrics["Loss/first_ratio"] == 1.0
@@ -91,7 +94,7 @@ def test_fine_tunes_from_a_vla_bc_checkpoint_resumes_and_exports(bc_checkpoint: 
     obs = runner.env.get_observations()
     inputs = runner._actor_obs(obs)
     noise = torch.randn(2, 4, runner.env.num_actions)
-    onnx_in = {g: inputs[g].numpy() for g in ("proprio", INSTRUCTION_GROUP, "camera_front")}
+    onnx_in = {g: inputs[g].numpy() for g in ("proprio", INSTRUCTION_GROUP, "camera_table")}
     got = OnnxPolicy(tmp_path / "vla.onnx")(onnx_in, noise.numpy())
     with torch.no_grad():
         expected = runner.policy.act_chunk(inputs, noise, num_steps=3)
@@ -130,7 +133,7 @@ def test_a_bad_start_says_what_to_do(bc_checkpoint: Path, tmp_path: Path) -> Non
     _, fresh = build_run(TASK, "vla-reinflow", RL, num_envs=2)
     with pytest.raises(ValueError, match="fine-tunes a pretrained policy: pass --pretrained"):
         fresh.learn()
-    with pytest.raises(ValueError, match="does not render: pass --env.cameras front"):
+    with pytest.raises(ValueError, match="does not render: pass --env.cameras table"):
         _fine_tune(bc_checkpoint, tmp_path / "a", ("--env.cameras=",))
     with pytest.raises(ValueError, match="--env.camera_height 16 --env.camera_width 16"):
         _fine_tune(bc_checkpoint, tmp_path / "b", ("--env.camera_width=32", "--env.camera_height=32"))

@@ -123,7 +123,12 @@ class VLAPolicyCfg:
             f"must be 'grid' or 'keypoints', got {self.image_tokens!r}",
         )
         if self.image_tokens == "keypoints":
-            expect(cnn, "image_tokens", "'keypoints' needs backbone 'cnn' (pretrained towers give grid tokens)")
+            expect(
+                cnn,
+                "image_tokens",
+                "'keypoints' needs backbone 'cnn': pretrained towers give grid tokens, set "
+                "--agent.policy.image_tokens grid",
+            )
             k = self.num_keypoints
             expect(isinstance(k, int) and k >= 1, "num_keypoints", f"must be an integer >= 1, got {k}")
         pooled = cnn and self.image_tokens == "grid"  # keypoints need no grid that divides the feature map
