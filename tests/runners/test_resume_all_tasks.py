@@ -128,19 +128,22 @@ def _dataset(task: str, root: Path) -> str:
 
 
 def _camera_dataset(task: str, root: Path) -> str:
-    """A few short episodes of seeded random actions with the 16x16 front camera and each episode's instruction."""
+    """A few short episodes of seeded random actions with the recipe's cameras at 16x16, each episode's instruction
+    and, when the recipe's BC has a probe (``aux_state``), that group as the environment state."""
     from tests.envs.gl import require_gl
 
     require_gl()
-    env = build_env(task, ["--env.cameras=front", "--env.camera_width=16", "--env.camera_height=16",
+    cfg = agent_cfg(task, "vla-bc")
+    cameras = list(cfg.policy.cameras)
+    env = build_env(task, [f"--env.cameras={','.join(cameras)}", "--env.camera_width=16", "--env.camera_height=16",
                            f"--env.episode_length={2 * EPISODE_LENGTH}"], num_envs=NUM_ENVS)  # fmt: skip
     g = torch.Generator().manual_seed(0)
 
     def policy(obs) -> torch.Tensor:
         return torch.rand(env.num_envs, env.num_actions, generator=g) * 2.0 - 1.0
 
-    state = agent_cfg(task, "vla-bc").policy.state_group
-    episodes = record_episodes(env, policy, NUM_ENVS, obs_group=state, task=task_of(env, None, task), cameras=["front"])
+    episodes = record_episodes(env, policy, NUM_ENVS, obs_group=cfg.policy.state_group, task=task_of(env, None, task),
+                               cameras=cameras, env_state_group=cfg.aux_state or None)  # fmt: skip
     return str(write_lerobot_dataset(root / task, episodes, fps=20))
 
 
