@@ -53,13 +53,13 @@ class PPOCfg:
     """Gradients of a mini-batch are accumulated over micro-batches of this many samples: the same update in less
     memory. None: on the CPU, the most samples whose hidden activations (actor and critic, before and after the
     activation function) fit in ``MICRO_BATCH_BYTES`` (64 MiB): whole 24,576-sample mini-batches with 64-64 networks,
-    ~5,500 samples with 256-256-256, the fastest split measured for each (docs/benchmarks.md); whole mini-batches on
-    GPUs. 0: whole mini-batches. Feed-forward policies only."""
+    ~5,500 samples with 256-256-256, the fastest split measured for each (docs/benchmarks.md, section 1); whole
+    mini-batches on GPUs. 0: whole mini-batches. Feed-forward policies only."""
     parallel_update: bool | None = None
     """Backpropagate the actor's and the critic's losses on two CPU threads at once, each with half of torch's
     intra-op threads. The networks share no trainable parameter, so the gradients are exactly those of the joint
-    loss. On 2 busy cores it avoids OpenMP stalls (2.2-2.7x rsl_rl's steps/s at load average 3-5); on 2 quiet cores
-    it measured +18 % (64-64) and -13 % (256-256-256) against the sequential update (docs/benchmarks.md).
+    loss. On 2 busy cores it avoids OpenMP stalls; on 2 quiet cores it is faster than the sequential update with
+    small networks and slower with wide ones (docs/benchmarks.md, section 1).
     None: on when the policy is on the CPU and torch may use >= 2 threads."""
     staleness: StalenessCfg = field(default_factory=StalenessCfg)
     """How samples of older policy versions are treated (decoupled PPO, A-3PO, M2PO); the default is plain PPO."""

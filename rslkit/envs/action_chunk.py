@@ -25,7 +25,7 @@ class ActionChunkWrapper(VecEnv):
     inside it start a fresh episode again, so every episode begins at a decision, from its reset state, as it does
     when the policy is deployed (a chunk executor starts a new chunk at a reset). Without it, the observation returned
     is the new episode's a few steps after its reset, driven there by the end of the old episode's chunk (on
-    ``so101-pick-place`` this alone took a BC policy from 31 % success to 0 % in every episode after the first).
+    ``so101-pick-place`` this alone made a BC policy fail in every episode after the first).
     Per-step data for episode statistics is in ``extras["step_rewards"]`` / ``extras["step_dones"]`` ``[N, Ta]``
     (``extras["restarted"] [N]`` marks the envs restarted at the chunk's end: the steps after their end belong to no
     episode), and ``extras["success"]`` holds the success flag of the episode that ended.

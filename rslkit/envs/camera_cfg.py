@@ -20,7 +20,7 @@ class CameraTaskCfg(TaskCfg):
     camera_width: int = 64
     camera_height: int = 64
     camera_quality: str = "fast"
-    """``fast``: links drawn as boxes (a few ms per 64x64 frame on a CPU); ``visual``: the meshes (~10x slower)."""
+    """``fast``: links drawn as boxes; ``visual``: the meshes, several times slower on a CPU (docs/benchmarks.md, 9)."""
 
     def check(self) -> None:
         """Raise ``ConfigError`` for a field no task can run with (camera fields: when ``cameras`` is set)."""

@@ -2,7 +2,7 @@
 
 The task recipes are tuned for hundreds of parallel envs; one robot needs the RLPD / HIL-SERL recipe instead:
 1-step targets, LayerNorm critics, a high update-to-data ratio, batch 256, and learning from the first few hundred
-transitions. Measured on pendulum with one env (docs/benchmarks.md, "Real-world loop").
+transitions. Measured on pendulum with one env (docs/benchmarks.md, section 8).
 """
 
 from __future__ import annotations

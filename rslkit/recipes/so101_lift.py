@@ -12,7 +12,7 @@ from rslkit.runners.ppo_config import PPORunnerCfg
 
 
 def so101_lift_ppo_cfg() -> PPORunnerCfg:
-    """PPO settings for ``so101-lift`` (see docs/benchmarks.md for what they reach on a 2-core CPU)."""
+    """PPO settings for ``so101-lift`` (docs/benchmarks.md, section 17: on a 2-core CPU use SAC for this task)."""
     return PPORunnerCfg(
         algorithm=PPOCfg(gamma=0.98, lam=0.95, entropy_coef=0.002, learning_rate=5e-4, num_mini_batches=4),
         policy=PolicyCfg(actor_hidden_dims=(256, 128), critic_hidden_dims=(256, 128), init_std=0.5),

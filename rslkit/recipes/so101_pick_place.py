@@ -20,8 +20,8 @@ def so101_pick_place_vla_cfg() -> VLABCRunnerCfg:
     (joints and last action: no cube or goal position), chunks of 16 (0.32 s at 50 Hz), a 4-layer 128-wide action
     expert; an auxiliary probe regresses the cube's position from the observation tokens (the dataset's
     ``observation.environment_state``, recorded with ``--env_state_group policy``), weight 10; 70 iterations of 100
-    updates. Measured: 75.0 / 81.6 / 87.1 % on 256 episodes after 50 / 60 / 70 iterations (docs/benchmarks.md
-    section 16; grid tokens on the front camera without the probe: 25-29 %)."""
+    updates. What it reaches, and what grid tokens on the front camera without the probe reach: docs/benchmarks.md,
+    section 16."""
     return VLABCRunnerCfg(
         policy=VLAPolicyCfg(
             cameras=("table",),
@@ -47,9 +47,8 @@ def so101_pick_place_vla_reinflow_cfg() -> VLAReinFlowRunnerCfg:
     decisions of 16 steps per env and iteration (about one 150-step episode), rewards scaled to keep chunk returns
     O(1), 3 critic-only iterations first. Small exploration noise (sigma in [0.02, 0.08] per Euler step: the
     rollouts stay near the deterministic policy, which succeeds most of the time), actor lr 1e-5, a W2 pull to the
-    BC policy and no entropy bonus. Measured from BC at 87.1 %: 84.8 / 88.3 / 87.1 / 84.8 % on 256 episodes after
-    10 / 20 / 30 / 40 iterations, i.e. it keeps the BC policy but adds nothing measurable yet; the paper's noise
-    ([0.10, 0.24]) lost 5 points from a 75 % BC policy (docs/benchmarks.md section 16)."""
+    BC policy and no entropy bonus. It keeps the BC policy's success but adds nothing measurable yet, and the paper's
+    noise ([0.10, 0.24]) loses success (docs/benchmarks.md, section 16)."""
     return VLAReinFlowRunnerCfg(
         policy=so101_pick_place_vla_cfg().policy,
         critic_group="policy",

@@ -2,8 +2,8 @@
 al. 2018) trains its event classifier and HIL-SERL retrains its success classifier.
 
 A critic fitted to demonstrations alone has never seen what a learning policy does, and an RL agent finds states
-off the demonstrations that its done head calls success (docs/benchmarks.md section 10: so101-reach from a
-behaviour-cloned start drifts to where the critic is satisfied, 6-8 cm from the target). Every ``every`` control
+off the demonstrations that its done head calls success (docs/benchmarks.md, section 10: so101-reach from a
+behaviour-cloned start drifts to where the critic is satisfied, short of the target). Every ``every`` control
 steps, ``updates`` Adam steps minimise the binary cross-entropy of the done head on batches that are half goal
 examples' done frames (label 1) and half negatives (label 0): the newest ``buffer`` frames the policy visited and,
 one in ``1 / demo_negatives``, the demonstrations' other frames::

@@ -10,7 +10,7 @@ Both keep ``v`` in ``[0, 1]`` for ``delta`` in ``[-1, 1]``. A critic trained on 
 (a fraction of the whole task, not of the gap still open) is compressed by this recursion: ``T`` exact steps of
 ``1 / T`` end at ``1 - (1 - 1/T)^T``, about ``1 - 1/e = 0.63``, and later progress pays less than earlier progress.
 ``accumulate="sum"`` adds the deltas instead (``v <- clip(v + delta, 0, 1)``), which those labels add up to 1 along
-a demonstration (so101-lift's state critic: 1.02 against the recursion's 0.65, docs/benchmarks.md section 10).
+a demonstration (so101-lift's state critic under both: docs/benchmarks.md, section 10).
 
 A ``dead_band`` zeroes ``|delta|`` below it (the critic's noise on a robot that does not move would otherwise drift the
 value), and the reward of a step is the value's increment, so the return of an episode is its final value minus the

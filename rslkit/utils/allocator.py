@@ -2,10 +2,10 @@
 
 glibc's ``malloc`` serves blocks above a dynamic threshold (128 KiB at start) with a fresh ``mmap`` and unmaps them
 on ``free``. A PPO update allocates and frees megabyte-sized activations and gradients thousands of times per
-iteration, so each of them is page-faulted and zeroed by the kernel again: 23,000-51,000 minor page faults per
-iteration of 64-64 PPO at 4096 envs; removing them made that PPO +2 to +20 % faster (median about +9 %,
-docs/benchmarks.md). Raising the mmap and trim thresholds (:func:`tune_cpu_allocator`, when a runner's
-``learn()`` starts) lets ``malloc`` reuse the memory, and one arena for all threads
+iteration, so each of them is page-faulted and zeroed by the kernel again: tens of thousands of minor page faults
+per iteration of 64-64 PPO at 4096 envs; removing them makes that PPO faster (docs/benchmarks.md, section 1).
+Raising the mmap and trim thresholds (:func:`tune_cpu_allocator`, when a runner's ``learn()`` starts) lets
+``malloc`` reuse the memory, and one arena for all threads
 (:func:`share_one_malloc_arena`: at the start of ``train.py``, before torch starts its OpenMP threads, and again
 when ``learn()`` starts) keeps them off per-thread heaps, which glibc shrinks (and so page-faults again) on its own
 schedule. Both are process-wide, so nothing happens at import: a program that imports rslkit keeps its malloc
@@ -43,9 +43,8 @@ def share_one_malloc_arena() -> bool:
     ``learn()`` starts (a script that calls ``learn()`` directly): a thread that takes an
     arena of its own gets per-thread heaps, which glibc unmaps and maps again as they empty and fill, and a thread
     started after other threads' arenas exist may be handed one of those (whichever arena is not locked at that
-    moment). Measured: 10,000-40,000 minor page faults per 512-env PPO iteration with ``parallel_update`` when
-    this was only set at ``learn()`` after OpenMP threads had run, a few hundred from the third iteration on with it
-    set before any parallel torch work.
+    moment). Set only at ``learn()`` after OpenMP threads had run, it left tens of thousands of minor page faults per
+    512-env PPO iteration with ``parallel_update``; set before any parallel torch work, a few hundred.
 
     Returns:
         True when in effect (see :func:`tune_cpu_allocator` for when it is not).

@@ -65,8 +65,8 @@ def configure_for_speed(model: mujoco.MjModel, width: int, height: int) -> None:
 def box_geoms(spec: mujoco.MjSpec) -> None:
     """Replace every mesh geom of ``spec`` by a box fitted to the mesh's bounding box (in place).
 
-    The SO-101's meshes have ~320k triangles, which software OpenGL draws at ~35 ms per 64x64 frame; boxes draw in
-    a few milliseconds and still show each link's pose. Geoms add no state: the state layout is unchanged.
+    The SO-101's meshes have ~320k triangles, on which software OpenGL spends its time; boxes draw several times faster
+    (docs/benchmarks.md, section 9) and still show each link's pose. Geoms add no state: the state layout is unchanged.
     """
     spec.compiler.fitaabb = True
     for geom in spec.geoms:

@@ -17,8 +17,8 @@ else. A MuJoCo task adopts it in a few lines::
 **OpenGL without a display.** The GL context is OSMesa (software; Debian package ``libosmesa6``, which ``make``
 installs) or EGL (GPU drivers, or Mesa's software EGL). ``MUJOCO_GL=egl`` or ``MUJOCO_GL=osmesa`` picks one; by
 default OSMesa is used when its library is present, else EGL. The choice is made per process, at the first render
-(PyOpenGL binds one platform). Measured: ~1-2 s per 320x240 frame of the meshed SO-101 scene with OSMesa on a busy
-2-core CPU.
+(PyOpenGL binds one platform). Its cost per frame on a CPU: docs/benchmarks.md, section 9 (the ``BackendRenderer``
+rows).
 """
 
 from __future__ import annotations
