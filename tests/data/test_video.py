@@ -1,10 +1,12 @@
 """MP4 camera streams (rslkit.data.video): encode, decode by timestamp, codec choice, and the errors bad input gets."""
 
 import sys
+import types
 
 import numpy as np
 import pytest
 
+import rslkit.data.video as video_module
 from rslkit.data.video import check_encoder, decode_frames, encode_video, import_av, video_info
 
 FPS = 10
@@ -127,7 +129,18 @@ def test_episodes_back_to_back_without_concatenating(tmp_path):
         encode_video(tmp_path / "x.mp4", [frames[:2], frames[2:4, :8]], FPS)
 
 
-def test_encoder_that_refuses_the_size(tmp_path):
+def test_encoder_that_refuses_the_frames(tmp_path, monkeypatch):
+    # Which sizes an encoder refuses changes between PyAV / SVT-AV1 releases (2x2 fails in some, not in 18.1), so the
+    # refusal is made here: every frame fails as an FFmpeg error, which must become a ValueError naming the fix.
+    av = import_av()
+
+    class RefusedFrame:
+        @staticmethod
+        def from_ndarray(*_args, **_kwargs):
+            raise av.error.FFmpegError(22, "Invalid argument")
+
+    fake = types.SimpleNamespace(open=av.open, codec=av.codec, VideoFrame=RefusedFrame, error=av.error)
+    monkeypatch.setattr(video_module, "import_av", lambda: fake)
     with pytest.raises(ValueError, match="Encoder 'libsvtav1' failed on 2x2 frames .*try another codec"):
         encode_video(tmp_path / "tiny.mp4", np.zeros((3, 2, 2, 3), np.uint8), FPS)
 
