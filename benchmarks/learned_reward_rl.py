@@ -43,7 +43,7 @@ def train_critic(task: str, inputs: str, args, out: Path) -> tuple[Path, dict]:
     from rslkit.rewards.evaluation import evaluate_critic
     from rslkit.rewards.pairs import PairSamplerCfg
     from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg
-    from rslkit.rewards.state_columns import select_state_columns
+    from rslkit.envs.columns import select_state_columns
     from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
     cameras = ("front",) if inputs == "image" else ()

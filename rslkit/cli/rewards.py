@@ -20,10 +20,10 @@ from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.datasets import concat_progress_data, progress_data, split_episodes
 from rslkit.rewards.evaluation import evaluate_critic
-from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
+from rslkit.rewards.pairs import PairSamplerCfg, ProgressData, check_pair_data
 from rslkit.rewards.plots import plot_values
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
-from rslkit.rewards.state_columns import select_state_columns
+from rslkit.envs.columns import select_state_columns
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
 
@@ -73,6 +73,7 @@ def _train(args: argparse.Namespace) -> Path:
     torch.manual_seed(args.seed)
     model = ProgressModel(cfg)
     sampler = PairSamplerCfg(distractor_goals=tuple(args.distractor_goal), done_frames=args.done_frames)
+    check_pair_data(train, sampler)  # before anything is written to --out
     train_cfg = ProgressTrainCfg(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, eval_every=args.eval_every,
         seed=args.seed, sampler=sampler,

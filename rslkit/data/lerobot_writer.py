@@ -196,7 +196,9 @@ def write_lerobot_dataset(
         check_encoder(video_codec)
     if (root / INFO_PATH).exists():
         if not overwrite:
-            raise ValueError(f"'{root}' already holds a dataset; choose another --out or pass overwrite=True.")
+            raise ValueError(
+                f"'{root}' already holds a dataset; choose another --out, or pass --overwrite to replace it."
+            )
         for sub in ("meta", "data", "videos"):
             shutil.rmtree(root / sub, ignore_errors=True)
     tasks = list(dict.fromkeys(ep.task for ep in episodes))

@@ -30,7 +30,7 @@ from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.models.vla.state_probe import StateProbe
-from rslkit.rewards.state_columns import select_state_columns
+from rslkit.envs.columns import select_state_columns
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
