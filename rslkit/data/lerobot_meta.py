@@ -77,6 +77,15 @@ def read_info(root: Path) -> dict:
     return info
 
 
+def feature_names(info: dict, key: str) -> list[str] | None:
+    """The column names of feature ``key`` in ``info`` (``meta/info.json``): its ``names`` list (or LeRobot's
+    ``{"motors": [...]}``), None where it has none."""
+    names = info["features"].get(key, {}).get("names")
+    if isinstance(names, dict) and len(names) == 1:
+        names = next(iter(names.values()))
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
 def read_stats(root: Path, dims: dict[str, int]) -> dict:
     """``meta/stats.json``, checked to hold finite ``min``/``max`` of size ``dims[key]`` for each key."""
     if not (root / STATS_PATH).is_file():

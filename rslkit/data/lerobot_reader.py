@@ -17,7 +17,15 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, ENV_STATE_KEY, OBS_KEY, REWARD_KEY, Demonstrations
+from rslkit.data.demonstrations import (
+    ACTION_KEY,
+    DONE_KEY,
+    ENV_STATE_KEY,
+    OBS_KEY,
+    REWARD_KEY,
+    SUCCESS_KEY,
+    Demonstrations,
+)
 from rslkit.data.lerobot_camera_reader import read_image_feature, read_video_feature
 from rslkit.data.lerobot_cameras import dataset_cameras, select_cameras
 from rslkit.data.lerobot_format import DATA_PATH, EPISODES_DIR, INFO_PATH, RECORD_HINT, STATS_PATH, dataset_path
@@ -156,7 +164,7 @@ def _load(
     act = _to_numpy(frames[ACTION_KEY], act_dim, ACTION_KEY).astype(np.float32)
     _check_finite(root, OBS_KEY, obs, ep_of_frame)
     _check_finite(root, ACTION_KEY, act, ep_of_frame)
-    rewards = dones = task_index = env_state = None
+    rewards = dones = successes = task_index = env_state = None
     dims = {OBS_KEY: obs_dim, ACTION_KEY: act_dim}
     if ENV_STATE_KEY in info["features"]:
         if ENV_STATE_KEY not in frames.column_names:
@@ -171,6 +179,8 @@ def _load(
         rewards = torch.from_numpy(r)
     if DONE_KEY in frames.column_names:
         dones = torch.from_numpy(_to_numpy(frames[DONE_KEY], 1, DONE_KEY).reshape(-1).astype(bool))
+    if SUCCESS_KEY in frames.column_names:
+        successes = torch.from_numpy(_to_numpy(frames[SUCCESS_KEY], 1, SUCCESS_KEY).reshape(-1).astype(bool))
     if "task_index" in frames.column_names:
         task_index = torch.from_numpy(frames["task_index"].to_numpy().astype(np.int64))
     stats = read_stats(root, dims) if require_stats else {}
@@ -183,6 +193,7 @@ def _load(
         episode_to=torch.from_numpy(row_to.astype(np.int64)),
         rewards=rewards,
         dones=dones,
+        successes=successes,
         stats=stats,
         fps=int(info.get("fps", 0)),
         tasks=read_tasks(root),

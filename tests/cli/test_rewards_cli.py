@@ -105,4 +105,6 @@ def test_run_cli_treats_an_existing_output_as_a_user_error(capsys, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         run_cli(main)
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == "error: --out x exists; choose another --out, or pass --overwrite to replace it.\n"
+    assert (
+        capsys.readouterr().err == "error: --out x exists; choose another --out, or pass --overwrite to replace it.\n"
+    )

@@ -8,7 +8,7 @@ import torch
 from rslkit import record
 from rslkit.cli import train
 from rslkit.data import read_lerobot_dataset, record_episodes
-from rslkit.data.pendulum_expert import pendulum_expert
+from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.envs import make_env
 
 
@@ -206,3 +206,20 @@ def test_record_cli_from_the_scripted_expert(tmp_path, capsys):
         record.main(["--task", "pendulum", "--expert", "--checkpoint", "x", "--out", str(out)])  # one or the other
     with pytest.raises(ValueError, match="No scripted expert for task 'cartpole'"):
         record.main(["--task", "cartpole", "--expert", "--episodes", "1", "--out", str(tmp_path / "c")])
+
+
+def test_recorded_datasets_name_their_columns_so_columns_select_by_name(tmp_path):
+    """meta/info.json carries the env's observation and action names (they were null): `--state_columns 'x.*'` works
+    on every recorded dataset."""
+    from rslkit.data.demonstrations import ACTION_KEY, ENV_STATE_KEY, OBS_KEY
+    from rslkit.data.lerobot_meta import feature_names, read_info
+    from rslkit.envs.columns import select_state_columns
+
+    out = tmp_path / "named"
+    record.main(["--task", "pendulum", "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(out),
+                 "--env_state_group", "policy"])  # fmt: skip
+    info = read_info(out)
+    assert feature_names(info, OBS_KEY) == ["cos_theta", "sin_theta", "theta_dot"]
+    assert feature_names(info, ENV_STATE_KEY) == ["cos_theta", "sin_theta", "theta_dot"]
+    assert feature_names(info, ACTION_KEY) == ["torque_normalized"]
+    assert select_state_columns("theta_*,sin_*", 3, feature_names(info, OBS_KEY)) == (1, 2)

@@ -31,8 +31,6 @@ def test_bad_specs_get_a_clear_error():
         select_state_columns("0", 8, NAMES[:3])
 
 
-
-
 def test_a_bad_range_says_the_valid_range_and_some_names_not_every_index():
     names = [f"c{i}" for i in range(25)]
     with pytest.raises(ValueError) as err:
