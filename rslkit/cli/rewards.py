@@ -18,13 +18,13 @@ from rslkit.cli.common import run_cli
 from rslkit.data.demonstrations import OBS_KEY
 from rslkit.data.lerobot_meta import feature_names, read_info
 from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.envs.columns import select_state_columns
 from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.datasets import concat_progress_data, progress_data, split_episodes
 from rslkit.rewards.evaluation import evaluate_critic
 from rslkit.rewards.pairs import PairSamplerCfg, ProgressData, check_pair_data
 from rslkit.rewards.plots import plot_values
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
-from rslkit.envs.columns import select_state_columns
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
 

@@ -36,12 +36,13 @@ def _episodes(done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def relabel_demonstrations(demos: TensorDict, reward: RewardFn, batch_size: int = 4096) -> TensorDict:
     """``demos`` (the transitions of ``--agent.demo_path``) with ``reward`` replaced by ``reward(batch)``'s.
 
-    Transitions are consecutive steps, episode after episode (as :func:`record_expert_demonstrations` and
-    ``load_demonstrations`` give them); an episode ends at ``terminated | truncated``. They reach ``reward`` in
-    order, as :class:`~rslkit.realworld.wire.TransitionBatch` es of at most ``batch_size``, keyed by episode index
-    and step, with ``intervention`` set (a demonstration is a human's) and policy version 0; a plug-in that keeps
-    per-episode state (the progress critic's value) sees each episode from its first step. Use a fresh plug-in: one
-    that already scored other episodes may hold values under the same episode indices.
+    Transitions are consecutive steps, episode after episode (as
+    :func:`~rslkit.data.transitions.load_demonstrations` gives them); an episode ends at ``terminated | truncated``.
+    They reach ``reward`` in order, as :class:`~rslkit.realworld.wire.TransitionBatch` es of at most
+    ``batch_size``, keyed by episode index and step, with ``intervention`` set (a demonstration is a human's) and
+    policy version 0; a plug-in that keeps per-episode state (the progress critic's value) sees each episode from its
+    first step. Use a fresh plug-in: one that already scored other episodes may hold values under the same episode
+    indices.
 
     Args:
         demos: batch ``[M]`` with ``obs/<group>``, ``next_obs/<group>``, ``action``, ``reward``, ``terminated`` and

@@ -8,9 +8,9 @@ import torch
 from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg, make_chain
 from rslkit.data import record_episodes, write_lerobot_dataset
-from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.envs import make_env
 from rslkit.envs.action_chunk import ActionChunkWrapper
+from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner, evaluate_episodes
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg

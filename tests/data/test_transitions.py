@@ -6,10 +6,9 @@ import pytest
 import torch
 
 from rslkit.data import Episode, read_lerobot_dataset, write_lerobot_dataset
-from rslkit.data.transitions import demonstrations_to_transitions
+from rslkit.data.transitions import demonstrations_to_transitions, load_demonstrations
 from rslkit.envs.registry import make_env
 from rslkit.recipes.sac_defaults import small_task_sac_cfg
-from rslkit.data.transitions import load_demonstrations
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.storage.replay_buffer import ReplayBuffer, ReplayCfg
 from rslkit.utils.seeding import seed_everything
