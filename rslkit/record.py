@@ -44,9 +44,22 @@ def task_of(env: Any, goal: str | None, default: str) -> TaskOf:
 
 
 def column_names(env: Any, group: str | None) -> list[str] | None:
-    """The env's column names of observation group ``group`` (its ``observation_names``), or None."""
+    """The env's column names of observation group ``group`` (its ``observation_names``), or None.
+
+    Raises:
+        ValueError: names of another length than the group's columns (checked before anything is recorded).
+    """
     names = (getattr(env, "observation_names", None) or {}).get(group) if group else None
-    return list(names) if names is not None else None
+    obs = env.get_observations()
+    if names is None or group not in obs.keys():  # a missing group: the recorder's error names it
+        return None
+    width = int(obs[group].shape[-1])
+    if len(names) != width:
+        raise ValueError(
+            f"The env's observation_names['{group}'] has {len(names)} names for {width} columns; fix the task's "
+            "observation_names, or record another --obs_group."
+        )
+    return list(names)
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -148,6 +161,7 @@ def main(argv: list[str] | None = None) -> Path:
         inference = runner.inference_policy()
         policy = lambda obs: inference(obs.to(runner.device)).to(env.device)  # noqa: E731
         reset_policy = lambda dones: runner.reset_inference(dones.to(runner.device))  # noqa: E731
+    obs_names, env_state_names = column_names(env, args.obs_group), column_names(env, args.env_state_group)
     refresh = 0.1 if sys.stderr.isatty() else 10.0  # a log file gets a line every 10 s, not every episode
     with tqdm(total=args.episodes, desc="recording", unit="episode", dynamic_ncols=True, mininterval=refresh) as bar:
         episodes = record_episodes(
@@ -173,11 +187,11 @@ def main(argv: list[str] | None = None) -> Path:
         episodes,
         fps,
         robot_type=task,
-        obs_names=column_names(env, args.obs_group),
+        obs_names=obs_names,
         action_names=getattr(env, "action_names", None),
         overwrite=args.overwrite,
         video_codec=args.video_codec,
-        env_state_names=column_names(env, args.env_state_group),
+        env_state_names=env_state_names,
     )
     returns = torch.tensor([float(ep.rewards.sum()) for ep in episodes if ep.rewards is not None])
     frames = sum(len(ep) for ep in episodes)

@@ -245,3 +245,11 @@ def test_success_flags_are_recorded_filtered_written_and_read_back(tmp_path):
     with pytest.raises(ValueError, match="successful_only needs an env that reports extras\\['success'\\]"):
         record_episodes(pendulum, pendulum_expert, 1, successful_only=True)
     assert episode_stats(record_episodes(pendulum, pendulum_expert, 2))["success_rate"] != 0.0  # NaN: unknown
+
+
+def test_names_of_the_wrong_length_are_refused_before_recording(monkeypatch):
+    from rslkit.envs.tasks.pendulum import PendulumTask
+
+    monkeypatch.setattr(PendulumTask, "observation_names", {"policy": ["cos_theta", "sin_theta"]})
+    with pytest.raises(ValueError, match=r"observation_names\['policy'\] has 2 names for 3 columns"):
+        record.main(["--task", "pendulum", "--expert", "--episodes", "1", "--out", "never_written"])
