@@ -7,8 +7,8 @@ Names resolve in this order:
 - ``package.module:attribute``: a user's own task, no registration needed; the attribute is a :class:`TaskSpec`
   or a function returning one (``python train.py --task my_robot.tasks:reach``), loaded by
   :func:`rslkit.utils.plugins.load_plugin`;
-- a built-in name: :data:`BUILTIN_TASKS`, a static table of the modules that define each task's ``TASK`` (the
-  registry imports no task module, and no task module imports the registry);
+- a built-in name: :data:`BUILTIN_TASKS`, a static table of the modules that define each task's ``TASK``, imported
+  when the task is first asked for (no import statement joins the registry and a task module, either way);
 - a registered name: tasks of installed packages that declare an entry point in the ``rslkit.tasks`` group (the
   entry point names a module to import, which calls :func:`register_task`), and tasks registered by code that
   already ran.
@@ -31,7 +31,17 @@ from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.vec_env import VecEnv
 from rslkit.utils.plugins import load_plugin
 
-__all__ = ["BUILTIN_TASKS", "TaskSpec", "get_task", "make_env", "register_task", "task_names"]
+__all__ = [
+    "BUILTIN_TASKS",
+    "TaskSpec",
+    "distance_for",
+    "expert_for",
+    "get_task",
+    "is_user_task",
+    "make_env",
+    "register_task",
+    "task_names",
+]
 
 ENTRY_POINT_GROUP = "rslkit.tasks"
 """Installed packages list modules that register tasks under this entry-point group (see docs/custom_tasks.md)."""
