@@ -1,7 +1,7 @@
 """The learned reward through the real-world loop's simulated robot: pendulum swing-up (issue 15).
 
-Scripted-expert swing-ups (``rslkit.realworld.experts.pendulum``, each cut 5 frames after the pole is first within
-0.1 rad of upright) train a state progress critic (the ``policy`` observation: cos, sin, angular velocity). Then
+Scripted-expert swing-ups (``rslkit.envs.tasks.pendulum.numpy_expert``, each cut 5 frames after the pole is first
+within 0.1 rad of upright) train a state progress critic (the ``policy`` observation: cos, sin, angular velocity). Then
 ``python -m rslkit.realworld local --task pendulum`` runs twice per seed, unpaced and in lockstep with the learner
 (speed-independent figures): on the task's reward, and with ``--actor.reward rslkit.rewards.loop_reward:from_env()``
 (the learner never sees the task's reward). The actor logs the task's return of every episode either way.
@@ -39,8 +39,8 @@ DISTRACTORS = ("let the pendulum hang down", "spin the pendulum fast", "open the
 
 def record(episodes: int, seed: int, hold: int = HOLD):
     """Expert swing-ups as ProgressData."""
-    from rslkit.envs.registry import get_task
-    from rslkit.realworld.experts import distance_for, pendulum
+    from rslkit.envs.registry import distance_for, get_task
+    from rslkit.envs.tasks.pendulum import numpy_expert as pendulum
     from rslkit.rewards.pairs import ProgressData
 
     spec = get_task("pendulum")

@@ -1,6 +1,6 @@
 """RL with the learned reward only, against the true reward, at equal env steps (issue 15).
 
-For each task: record scripted-expert demonstrations (rslkit.realworld.experts; cut 5 frames after the first
+For each task: record scripted-expert demonstrations (``TaskSpec.expert``; cut 5 frames after the first
 success), train a progress critic on them (``--inputs state``: the ``policy`` observation; ``image``: the ``front``
 camera at 64x64), then train the task's PPO recipe twice from the same seed: on the task's reward and on
 ``--reward learned:critic`` (``LearnedRewardEnv``: the agent never sees the task's reward). Both policies are then
@@ -39,11 +39,11 @@ RESULTS = ROOT / "benchmarks" / "results" / "learned_reward_rl.json"
 def train_critic(task: str, inputs: str, args, out: Path) -> tuple[Path, dict]:
     from reward_critic import DISTRACTORS, HOLD, record
 
+    from rslkit.envs.columns import select_state_columns
     from rslkit.rewards.datasets import split_episodes
     from rslkit.rewards.evaluation import evaluate_critic
     from rslkit.rewards.pairs import PairSamplerCfg
     from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg
-    from rslkit.rewards.state_columns import select_state_columns
     from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
     cameras = ("front",) if inputs == "image" else ()
@@ -111,8 +111,7 @@ def evaluate_policy_of(runner, episodes: int = 256) -> float:
 
 def expert_pairs(task: str, envs: int, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(obs [T*N, D], actions [T*N, A])`` of the scripted expert on ``envs`` envs for ``steps`` steps."""
-    from rslkit.envs.registry import get_task
-    from rslkit.realworld.experts import expert_for
+    from rslkit.envs.registry import expert_for, get_task
 
     spec = get_task(task)
     cfg = spec.env_cfg()

@@ -7,7 +7,7 @@ Run (results in benchmarks/results/reinflow_pendulum[_quick].json):
 
 Per seed:
   1. Imperfect demonstrations: 64 episodes of the scripted energy-based swing-up controller
-     (``rslkit.data.pendulum_expert``) with Gaussian action noise 0.8, written as a LeRobotDataset v3.0.
+     (``rslkit.envs.tasks.pendulum``) with Gaussian action noise 0.8, written as a LeRobotDataset v3.0.
   2. Behaviour cloning: a rectified-flow policy (Ta = 4, 64-wide residual MLP, 2 blocks), 1000 updates of batch
      1024, EMA weights.
   3. Fine-tuning from the same BC checkpoint, same PPO settings (gamma 0.95, reward scale 0.1, clip 0.02, actor lr
@@ -72,8 +72,8 @@ def pretrain(seed: int, root: Path) -> tuple[str, float, float]:
 
     from rslkit.algorithms.flow_bc import FlowBCCfg
     from rslkit.data import record_episodes, write_lerobot_dataset
-    from rslkit.data.pendulum_expert import pendulum_expert
     from rslkit.envs import make_env
+    from rslkit.envs.tasks.pendulum import pendulum_expert
     from rslkit.models.flow import FlowPolicyCfg
     from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
 

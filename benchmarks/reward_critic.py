@@ -1,6 +1,6 @@
 """Progress-critic quality on held-out demonstrations of so101-reach and so101-lift with rendered images (issue 15).
 
-For each task: the scripted expert (rslkit.realworld.experts) runs in envs with the ``front`` camera on
+For each task: the scripted expert (``TaskSpec.expert``) runs in envs with the ``front`` camera on
 (64x64, fast quality); each episode is cut 5 frames after its first success (demonstrations end when the task is
 done; the last 3 frames are labelled done); episodes that never succeed are kept as failed. A critic that sees only
 the image (and, as a second row, image + state) is trained on 80 % of the episodes with distractor goals and graded
@@ -50,8 +50,7 @@ def record(
 ):
     """Expert episodes (with ``cameras``) as ProgressData (cut ``hold`` frames after the first success); ``noise``:
     std of Gaussian noise on the expert's actions in every other env (varied demonstrations)."""
-    from rslkit.envs.registry import get_task
-    from rslkit.realworld.experts import expert_for
+    from rslkit.envs.registry import expert_for, get_task
     from rslkit.rewards.pairs import ProgressData
 
     spec = get_task(task)

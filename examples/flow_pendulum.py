@@ -21,8 +21,8 @@ import torch
 from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.data import read_lerobot_dataset, record_episodes, write_lerobot_dataset
-from rslkit.data.pendulum_expert import pendulum_expert
 from rslkit.envs import make_env
+from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner, evaluate_episodes
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg

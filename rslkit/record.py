@@ -1,32 +1,34 @@
 """``python -m rslkit.record --task T --checkpoint C --episodes N --out DIR``: record demonstrations.
 
 Runs the deterministic policy of a checkpoint written by ``train.py`` (any algorithm), or with ``--expert`` the
-task's scripted expert (:mod:`rslkit.realworld.experts`; no checkpoint), optionally with Gaussian action noise for
-imperfect demonstrations (``--label policy`` keeps the noisy execution but stores the clean policy action: DART
-demonstrations that show how the expert recovers), and writes the episodes as a LeRobotDataset v3.0. ``--camera NAME``
-(repeatable) also records the env's camera ``NAME`` (observation group ``camera_NAME``; turn it on with the env's
-config, e.g. ``--env.cameras NAME``) as the video feature ``observation.images.NAME``; ``--goal`` is the language
-goal stored in ``meta/tasks.parquet``; tasks that draw an instruction per episode (``env.instructions`` and an
-observation group ``goal`` with its index, e.g. ``so101-pick-place``) store each episode's own instruction.
+task's scripted expert (``TaskSpec.expert``, :mod:`rslkit.envs.expert`; no checkpoint), optionally with Gaussian
+action noise for imperfect demonstrations (``--label policy`` keeps the noisy execution but stores the clean policy
+action: DART demonstrations that show how the expert recovers), and writes the episodes as a LeRobotDataset v3.0.
+``--camera NAME`` (repeatable) also records the env's camera ``NAME`` (observation group ``camera_NAME``; turn it on
+with the env's config, e.g. ``--env.cameras NAME``) as the video feature ``observation.images.NAME``; ``--goal`` is
+the language goal stored in ``meta/tasks.parquet``; tasks that draw an instruction per episode (``env.instructions``
+and an observation group ``goal`` with its index, e.g. ``so101-pick-place``) store each episode's own instruction.
+The env's observation and action names become the features' ``names`` in ``meta/info.json`` (what ``python -m
+rslkit.rewards train --state_columns 'target_minus_ee.*'`` selects by).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict
 from tqdm import tqdm
 
 from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.data.lerobot_writer import write_lerobot_dataset
-from rslkit.data.recorder import LABELS, TaskOf, record_episodes
+from rslkit.data.recorder import LABELS, TaskOf, episode_stats, record_episodes
 from rslkit.data.video import DEFAULT_CODEC, check_encoder
+from rslkit.envs.expert import expert_policy
 from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP, episode_instructions
+from rslkit.envs.registry import expert_for
 from rslkit.envs.vec_env import control_period
 from rslkit.recipes import build_env, load_run
 
@@ -41,17 +43,23 @@ def task_of(env: Any, goal: str | None, default: str) -> TaskOf:
     return default
 
 
-def expert_policy(task: str, env: Any) -> Callable[[TensorDict], torch.Tensor]:
-    """``obs -> actions [N, A]`` of ``task``'s scripted expert (numpy, on the ``policy`` group)."""
-    from rslkit.realworld.experts import expert_for
+def column_names(env: Any, group: str | None) -> list[str] | None:
+    """The env's column names of observation group ``group`` (its ``observation_names``), or None.
 
-    expert = expert_for(task, getattr(env, "cfg", None))
-
-    def act(obs: TensorDict) -> torch.Tensor:
-        actions = expert({"policy": obs["policy"].cpu().numpy()})
-        return torch.as_tensor(actions, dtype=torch.float32, device=env.device)
-
-    return act
+    Raises:
+        ValueError: names of another length than the group's columns (checked before anything is recorded).
+    """
+    names = (getattr(env, "observation_names", None) or {}).get(group) if group else None
+    obs = env.get_observations()
+    if names is None or group not in obs.keys():  # a missing group: the recorder's error names it
+        return None
+    width = int(obs[group].shape[-1])
+    if len(names) != width:
+        raise ValueError(
+            f"The env's observation_names['{group}'] has {len(names)} names for {width} columns; fix the task's "
+            "observation_names, or record another --obs_group."
+        )
+    return list(names)
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -111,6 +119,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument(
         "--video_codec", default=DEFAULT_CODEC, help="PyAV encoder of camera videos (libsvtav1 = AV1, or libx264)"
     )
+    parser.add_argument(
+        "--successful_only",
+        action="store_true",
+        help="keep only episodes that end solved (tasks that report success)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
     args, overrides = parser.parse_known_args(argv)
     if args.episodes < 1:
@@ -133,7 +146,7 @@ def main(argv: list[str] | None = None) -> Path:
         task = args.task
         env = build_env(task, overrides, num_envs=num_envs, seed=args.seed, device=resolve_device(args.device),
                         sim=args.sim)  # fmt: skip
-        policy = expert_policy(task, env)
+        policy = expert_policy(expert_for(task, getattr(env, "cfg", None)), env.device)
     else:
         env, runner, saved = load_run(
             args.checkpoint,
@@ -148,6 +161,7 @@ def main(argv: list[str] | None = None) -> Path:
         inference = runner.inference_policy()
         policy = lambda obs: inference(obs.to(runner.device)).to(env.device)  # noqa: E731
         reset_policy = lambda dones: runner.reset_inference(dones.to(runner.device))  # noqa: E731
+    obs_names, env_state_names = column_names(env, args.obs_group), column_names(env, args.env_state_group)
     refresh = 0.1 if sys.stderr.isatty() else 10.0  # a log file gets a line every 10 s, not every episode
     with tqdm(total=args.episodes, desc="recording", unit="episode", dynamic_ncols=True, mininterval=refresh) as bar:
         episodes = record_episodes(
@@ -163,17 +177,31 @@ def main(argv: list[str] | None = None) -> Path:
             on_episode=lambda episode: bar.update(1),
             label=args.label,
             env_state_group=args.env_state_group,
+            successful_only=args.successful_only,
         )
     print(f"Writing {len(episodes)} episodes to {args.out} ...", flush=True)
     dt = control_period(env)
     fps = args.fps or (round(1.0 / dt) if dt else 50)
     root = write_lerobot_dataset(
-        args.out, episodes, fps, robot_type=task, overwrite=args.overwrite, video_codec=args.video_codec
+        args.out,
+        episodes,
+        fps,
+        robot_type=task,
+        obs_names=obs_names,
+        action_names=getattr(env, "action_names", None),
+        overwrite=args.overwrite,
+        video_codec=args.video_codec,
+        env_state_names=env_state_names,
     )
     returns = torch.tensor([float(ep.rewards.sum()) for ep in episodes if ep.rewards is not None])
     frames = sum(len(ep) for ep in episodes)
     spread = float(returns.std()) if returns.numel() > 1 else 0.0
-    print(f"Wrote {len(episodes)} episodes ({frames} frames, return {returns.mean():.2f} ± {spread:.2f}) to {root}")
+    success = episode_stats(episodes)["success_rate"]
+    solved = "" if success != success else f", success {success:.0%}"  # NaN: the task reports no success
+    print(
+        f"Wrote {len(episodes)} episodes ({frames} frames, return {returns.mean():.2f} ± {spread:.2f}{solved}) to "
+        f"{root}"
+    )
     return root
 
 

@@ -44,13 +44,14 @@ def make_parser(description: str) -> argparse.ArgumentParser:
 
 
 def run_cli(main: Callable[[], object]) -> None:
-    """Run a command-line entry point; bad input ends with its message and exit code 2 instead of a traceback.
+    """Run a command-line entry point; bad input (a ``ValueError``, a missing file, an output that exists) ends with
+    its message and exit code 2 instead of a traceback.
 
     Set ``RSLKIT_TRACEBACK=1`` to see the full traceback.
     """
     try:
         main()
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
         if os.environ.get("RSLKIT_TRACEBACK"):
             raise
         print(f"error: {err}", file=sys.stderr)

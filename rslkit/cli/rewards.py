@@ -3,7 +3,7 @@ one, relabel the real-world loop's demonstrations with it.
 
 python -m rslkit.rewards train --dataset data/lift --camera front --out critics/lift
 python -m rslkit.rewards eval --model critics/lift/model.safetensors --dataset data/lift_test --plot v.png
-python -m rslkit.rewards relabel --model critics/lift/model.safetensors --demos demos.pt --out demos_critic.pt
+python -m rslkit.rewards relabel --model critics/lift/model.safetensors --demos data/demos --out data/demos_critic
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from pathlib import Path
 import torch
 
 from rslkit.cli.common import run_cli
-from rslkit.data.lerobot_meta import read_info
+from rslkit.data.demonstrations import OBS_KEY
+from rslkit.data.lerobot_meta import feature_names, read_info
 from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.envs.columns import select_state_columns
 from rslkit.models.text_encoder import MINILM
 from rslkit.rewards.datasets import concat_progress_data, progress_data, split_episodes
 from rslkit.rewards.evaluation import evaluate_critic
-from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
+from rslkit.rewards.pairs import PairSamplerCfg, ProgressData, check_pair_data
 from rslkit.rewards.plots import plot_values
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, load_progress_model
-from rslkit.rewards.state_columns import select_state_columns
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
 
 
@@ -47,11 +48,8 @@ def _load(args: argparse.Namespace, cameras: list[str], state_group: str | None)
 
 
 def _state_names(dataset: str) -> list[str] | None:
-    """``features["observation.state"].names`` of a dataset's info.json (a list, or LeRobot's ``{"motors": [...]}``)."""
-    names = read_info(Path(dataset))["features"].get("observation.state", {}).get("names")
-    if isinstance(names, dict) and len(names) == 1:
-        names = next(iter(names.values()))
-    return [str(n) for n in names] if isinstance(names, list) else None
+    """The ``observation.state`` column names of a dataset's ``meta/info.json``, or None."""
+    return feature_names(read_info(Path(dataset)), OBS_KEY)
 
 
 def _train(args: argparse.Namespace) -> Path:
@@ -73,6 +71,7 @@ def _train(args: argparse.Namespace) -> Path:
     torch.manual_seed(args.seed)
     model = ProgressModel(cfg)
     sampler = PairSamplerCfg(distractor_goals=tuple(args.distractor_goal), done_frames=args.done_frames)
+    check_pair_data(train, sampler)  # before anything is written to --out
     train_cfg = ProgressTrainCfg(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, eval_every=args.eval_every,
         seed=args.seed, sampler=sampler,
@@ -102,15 +101,13 @@ def _eval(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _relabel(args: argparse.Namespace) -> dict[str, float]:
-    from rslkit.realworld.relabel import relabel_demonstrations
+    from rslkit.realworld.relabel import relabel_dataset
     from rslkit.realworld.rewards import RewardFn, load_reward
     from rslkit.rewards.loop_reward import LoopProgressReward
-    from rslkit.runners.off_policy_runner import load_demonstrations
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise FileExistsError(f"{out} exists; pass --force to overwrite it.")
-    demos = load_demonstrations(args.demos)
+    if out.exists() and not args.overwrite:
+        raise FileExistsError(f"--out {out} exists; choose another --out, or pass --overwrite to replace it.")
     reward: RewardFn
     if args.model:
         reward = LoopProgressReward(
@@ -118,15 +115,13 @@ def _relabel(args: argparse.Namespace) -> dict[str, float]:
         )
     else:
         reward = load_reward(args.reward)
-    relabelled = relabel_demonstrations(demos, reward)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(relabelled, out)
-    ends = (demos["terminated"] | demos["truncated"]).reshape(-1)
+    demos, rewards = relabel_dataset(args.demos, out, reward, args.obs_group, overwrite=args.overwrite)
+    episodes = max(demos.num_episodes, 1)
     summary = {
-        "transitions": float(demos.batch_size[0]),
-        "episodes": float(ends.sum()),
-        "return_before": float(demos["reward"].sum() / ends.sum().clamp(min=1)),
-        "return_after": float(relabelled["reward"].sum() / ends.sum().clamp(min=1)),
+        "transitions": float(demos.num_frames),
+        "episodes": float(demos.num_episodes),
+        "return_before": float(demos.rewards.sum() / episodes) if demos.rewards is not None else float("nan"),
+        "return_after": float(rewards.sum() / episodes),
     }
     print(json.dumps(summary, indent=1))
     print(f"Wrote {out} (train on it with --agent.demo_path {out})")
@@ -168,8 +163,9 @@ def main(argv: list[str] | None = None) -> object:
         description="RLPD draws half of every batch from the demonstrations: their rewards must be the ones the "
         "actor's --actor.reward gives online. Pass the same critic and RSLKIT_REWARD_* settings as the actor.",
     )
-    rl.add_argument("--demos", required=True, help="demonstrations: a TensorDict .pt or folder, or a LeRobot dataset")
-    rl.add_argument("--out", required=True, help="the relabelled TensorDict (.pt) to write")
+    rl.add_argument("--demos", required=True, help="demonstrations: a LeRobotDataset v3.0 folder (rslkit.record)")
+    rl.add_argument("--out", required=True, help="the relabelled LeRobotDataset v3.0 folder to write")
+    rl.add_argument("--obs_group", default="policy", help="observation group observation.state is (the plug-in's)")
     which = rl.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", help="a progress critic (model.safetensors): the loop_reward plug-in's rewards")
     which.add_argument("--reward", help="any --actor.reward plug-in, package.module:function")
@@ -180,7 +176,7 @@ def main(argv: list[str] | None = None) -> object:
     rl.add_argument("--accumulate", default="vlac", help="--model: as RSLKIT_REWARD_ACCUMULATE (vlac or sum)")
     rl.add_argument("--progress_weight", type=float, default=1.0, help="--model: as RSLKIT_REWARD_PROGRESS_WEIGHT")
     rl.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    rl.add_argument("--force", action="store_true", help="overwrite --out")
+    rl.add_argument("--overwrite", "--force", dest="overwrite", action="store_true", help="replace a dataset at --out")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

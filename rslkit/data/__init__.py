@@ -6,7 +6,8 @@ from rslkit.data.demonstrations import ACTION_KEY, OBS_KEY, Demonstrations, Epis
 from rslkit.data.lerobot_reader import read_lerobot_dataset, recompute_stats
 from rslkit.data.lerobot_writer import write_lerobot_dataset
 from rslkit.data.normalizer import MinMaxNormalizer
-from rslkit.data.recorder import record_episodes
+from rslkit.data.recorder import episode_stats, record_episodes
+from rslkit.data.transitions import load_demonstrations
 
 __all__ = [
     "ACTION_KEY",
@@ -16,7 +17,9 @@ __all__ = [
     "Episode",
     "MinMaxNormalizer",
     "check_matches_env",
+    "episode_stats",
     "chunk_indices",
+    "load_demonstrations",
     "read_lerobot_dataset",
     "recompute_stats",
     "record_episodes",

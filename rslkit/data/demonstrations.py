@@ -17,6 +17,8 @@ REWARD_KEY = "next.reward"
 """Reward received after the frame's action (LeRobot's optional ``next.*`` features)."""
 DONE_KEY = "next.done"
 """Whether the frame's action ended the episode."""
+SUCCESS_KEY = "next.success"
+"""Whether the task counted as solved after the frame's action (the env's ``extras["success"]``; LeRobot's name)."""
 ENV_STATE_KEY = "observation.environment_state"
 """LeRobot feature name of privileged simulator state (object poses, contacts): not a policy input, an auxiliary
 training target (e.g. :class:`~rslkit.models.vla.state_probe.StateProbe`)."""
@@ -36,6 +38,9 @@ class Episode:
             the dataset feature ``observation.images.front``); empty for state-only episodes.
         env_state: ``[T, E]`` privileged simulator state with each observation (``observation.environment_state``),
             or None.
+        successes: ``[T]`` bool, True where the task counted as solved after the action (``next.success``), or None.
+        states: the simulator's exact state before each action (``env.env_state(i)``, for return-and-explore
+            start states); kept in memory only, never written.
     """
 
     observations: torch.Tensor
@@ -45,6 +50,8 @@ class Episode:
     task: str = ""
     images: dict[str, torch.Tensor] = field(default_factory=dict)
     env_state: torch.Tensor | None = None
+    successes: torch.Tensor | None = None
+    states: list[Any] | None = None
 
     def __post_init__(self) -> None:
         t = self.observations.shape[0]
@@ -53,7 +60,7 @@ class Episode:
                 f"An episode needs observations [T, D] and actions [T, A] with the same T >= 1, got "
                 f"{list(self.observations.shape)} and {list(self.actions.shape)}."
             )
-        for name in ("rewards", "dones"):
+        for name in ("rewards", "dones", "successes"):
             value = getattr(self, name)
             if value is not None and value.shape != (t,):
                 raise ValueError(f"Episode {name} must have shape [{t}], got {list(value.shape)}.")
@@ -64,6 +71,11 @@ class Episode:
 
     def __len__(self) -> int:
         return int(self.observations.shape[0])
+
+    @property
+    def succeeded(self) -> bool | None:
+        """Whether the task counted as solved at the episode's end (None when unknown)."""
+        return None if self.successes is None else bool(self.successes[-1])
 
 
 @dataclass
@@ -85,6 +97,7 @@ class Demonstrations:
             ``F * H * W * 3`` bytes per camera); empty when none was asked for.
         available_cameras: every camera the dataset has (image and video features), loaded or not.
         env_state: ``[F, E]`` float32 ``observation.environment_state`` (privileged simulator state), or None.
+        successes: ``[F]`` bool ``next.success``, or None.
     """
 
     observations: torch.Tensor
@@ -102,6 +115,7 @@ class Demonstrations:
     images: dict[str, torch.Tensor] = field(default_factory=dict)
     available_cameras: list[str] = field(default_factory=list)
     env_state: torch.Tensor | None = None
+    successes: torch.Tensor | None = None
 
     @property
     def num_episodes(self) -> int:
@@ -136,3 +150,27 @@ class Demonstrations:
         sums = torch.zeros(self.num_episodes, dtype=torch.float64)
         rows = torch.repeat_interleave(torch.arange(self.num_episodes), self.episode_to - self.episode_from)
         return sums.index_add_(0, rows, self.rewards.double()).float()
+
+    def to_episodes(self, rewards: torch.Tensor | None = None) -> list[Episode]:
+        """The dataset as :class:`Episode` s again (with the loaded cameras), e.g. to write it with new rewards.
+
+        Args:
+            rewards: ``[F]`` rewards to store instead of the dataset's ``next.reward`` (None: keep those).
+        """
+        rewards = self.rewards if rewards is None else rewards
+        out = []
+        for a, b in zip(self.episode_from.tolist(), self.episode_to.tolist()):
+            task = self.tasks[int(self.task_index[a])] if self.task_index is not None and self.tasks else ""
+            out.append(
+                Episode(
+                    observations=self.observations[a:b],
+                    actions=self.actions[a:b],
+                    rewards=None if rewards is None else rewards[a:b],
+                    dones=None if self.dones is None else self.dones[a:b],
+                    task=task,
+                    images={name: frames[a:b] for name, frames in self.images.items()},
+                    env_state=None if self.env_state is None else self.env_state[a:b],
+                    successes=None if self.successes is None else self.successes[a:b],
+                )
+            )
+        return out

@@ -6,6 +6,7 @@ Every problem a user can fix gets a ``ValueError`` naming the file and the fix.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,15 @@ def read_info(root: Path) -> dict:
     return info
 
 
+def feature_names(info: dict, key: str) -> list[str] | None:
+    """The column names of feature ``key`` in ``info`` (``meta/info.json``): its ``names`` list (or LeRobot's
+    ``{"motors": [...]}``), None where it has none."""
+    names = info["features"].get(key, {}).get("names")
+    if isinstance(names, dict) and len(names) == 1:
+        names = next(iter(names.values()))
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
 def read_stats(root: Path, dims: dict[str, int]) -> dict:
     """``meta/stats.json``, checked to hold finite ``min``/``max`` of size ``dims[key]`` for each key."""
     if not (root / STATS_PATH).is_file():
@@ -95,6 +105,22 @@ def read_stats(root: Path, dims: dict[str, int]) -> dict:
     return stats
 
 
+def read_parquet(path: Path, skip: Collection[str] = ()) -> pa.Table:
+    """The table of one parquet file of a dataset, without the columns in ``skip``.
+
+    Raises:
+        ValueError: the file is not readable parquet (truncated, corrupt); the message names the file.
+    """
+    try:
+        columns = [c for c in pq.read_schema(path).names if c not in skip] if skip else None
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as err:
+        raise ValueError(
+            f"'{path}' is not a readable parquet file ({err}); it may be truncated: re-download or re-record the "
+            "dataset."
+        ) from err
+
+
 def _is_text(column: pa.ChunkedArray) -> bool:
     return pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
 
@@ -111,7 +137,7 @@ def read_tasks(root: Path) -> list[str]:
     fix = "re-create the dataset, or write the file with pandas: DataFrame({'task_index': [0, ...]}, index=tasks)"
     if not path.is_file():
         raise ValueError(f"Dataset '{root}' has no {TASKS_PATH} (the task of each frame); {fix}.")
-    table = pq.read_table(path)
+    table = read_parquet(path)
     names = [c for c in TASK_COLUMNS if c in table.column_names and _is_text(table[c])]
     if "task_index" not in table.column_names or not names:
         columns = {c: str(table[c].type) for c in table.column_names}

@@ -15,14 +15,21 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
-from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, ENV_STATE_KEY, OBS_KEY, REWARD_KEY, Demonstrations
+from rslkit.data.demonstrations import (
+    ACTION_KEY,
+    DONE_KEY,
+    ENV_STATE_KEY,
+    OBS_KEY,
+    REWARD_KEY,
+    SUCCESS_KEY,
+    Demonstrations,
+)
 from rslkit.data.lerobot_camera_reader import read_image_feature, read_video_feature
 from rslkit.data.lerobot_cameras import dataset_cameras, select_cameras
 from rslkit.data.lerobot_format import DATA_PATH, EPISODES_DIR, INFO_PATH, RECORD_HINT, STATS_PATH, dataset_path
-from rslkit.data.lerobot_meta import INFO_FIX, read_info, read_stats, read_tasks
+from rslkit.data.lerobot_meta import INFO_FIX, read_info, read_parquet, read_stats, read_tasks
 from rslkit.data.stats import feature_stats
 from rslkit.data.video import TIMESTAMP_TOLERANCE_S
 
@@ -66,7 +73,7 @@ def _read_episodes(root: Path) -> pa.Table:
     files = sorted((root / EPISODES_DIR).glob("*/*.parquet"))
     if not files:
         raise ValueError(f"Dataset '{root}' has no {EPISODES_DIR}/chunk-*/file-*.parquet; {RECORD_HINT}.")
-    table = pa.concat_tables([pq.read_table(f) for f in files])
+    table = pa.concat_tables([read_parquet(f) for f in files])
     needed = ("episode_index", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index")
     missing = [c for c in needed if c not in table.column_names]
     if missing:
@@ -85,7 +92,7 @@ def _read_frames(root: Path, info: dict, episodes: pa.Table, skip: set[str]) -> 
             raise ValueError(
                 f"Data file '{path}' listed in the episodes metadata is missing; re-download or re-record the dataset."
             )
-        tables.append(pq.read_table(path, columns=[c for c in pq.read_schema(path).names if c not in skip]))
+        tables.append(read_parquet(path, skip))
     frames = pa.concat_tables(tables)
     if "index" not in frames.column_names or "episode_index" not in frames.column_names:
         raise ValueError(f"Data files of '{root}' lack the 'index'/'episode_index' columns every LeRobot file has.")
@@ -157,7 +164,7 @@ def _load(
     act = _to_numpy(frames[ACTION_KEY], act_dim, ACTION_KEY).astype(np.float32)
     _check_finite(root, OBS_KEY, obs, ep_of_frame)
     _check_finite(root, ACTION_KEY, act, ep_of_frame)
-    rewards = dones = task_index = env_state = None
+    rewards = dones = successes = task_index = env_state = None
     dims = {OBS_KEY: obs_dim, ACTION_KEY: act_dim}
     if ENV_STATE_KEY in info["features"]:
         if ENV_STATE_KEY not in frames.column_names:
@@ -172,6 +179,8 @@ def _load(
         rewards = torch.from_numpy(r)
     if DONE_KEY in frames.column_names:
         dones = torch.from_numpy(_to_numpy(frames[DONE_KEY], 1, DONE_KEY).reshape(-1).astype(bool))
+    if SUCCESS_KEY in frames.column_names:
+        successes = torch.from_numpy(_to_numpy(frames[SUCCESS_KEY], 1, SUCCESS_KEY).reshape(-1).astype(bool))
     if "task_index" in frames.column_names:
         task_index = torch.from_numpy(frames["task_index"].to_numpy().astype(np.int64))
     stats = read_stats(root, dims) if require_stats else {}
@@ -184,6 +193,7 @@ def _load(
         episode_to=torch.from_numpy(row_to.astype(np.int64)),
         rewards=rewards,
         dones=dones,
+        successes=successes,
         stats=stats,
         fps=int(info.get("fps", 0)),
         tasks=read_tasks(root),

@@ -18,7 +18,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rslkit.data.demonstrations import ACTION_KEY, DONE_KEY, ENV_STATE_KEY, OBS_KEY, REWARD_KEY, Episode
+from rslkit.data.demonstrations import (
+    ACTION_KEY,
+    DONE_KEY,
+    ENV_STATE_KEY,
+    OBS_KEY,
+    REWARD_KEY,
+    SUCCESS_KEY,
+    Episode,
+)
 from rslkit.data.lerobot_episode_stats import episode_stats_columns, lerobot_stats
 from rslkit.data.lerobot_format import (
     CHUNKS_SIZE,
@@ -50,8 +58,10 @@ def _list_column(values: np.ndarray) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
 
 
-def _feature(dtype: str, dim: int, names: Sequence[str] | None) -> dict:
-    return {"dtype": dtype, "shape": [dim], "names": list(names) if names is not None else None}
+def _feature(dtype: str, dim: int, names: Sequence[str] | None, key: str = "") -> dict:
+    if names is not None and len(names) != dim:
+        raise ValueError(f"{len(names)} names for the {dim} columns of '{key}'; give one name per column, or none.")
+    return {"dtype": dtype, "shape": [dim], "names": [str(n) for n in names] if names is not None else None}
 
 
 def _frame_columns(episodes: Sequence[Episode], fps: int, task_ids: dict[str, int]) -> dict[str, np.ndarray]:
@@ -66,6 +76,8 @@ def _frame_columns(episodes: Sequence[Episode], fps: int, task_ids: dict[str, in
         cols[ENV_STATE_KEY] = np.concatenate([ep.env_state.detach().cpu().float().numpy() for ep in episodes])  # type: ignore[union-attr]
     if all(ep.dones is not None for ep in episodes):
         cols[DONE_KEY] = np.concatenate([ep.dones.detach().cpu().bool().numpy() for ep in episodes])  # type: ignore[union-attr]
+    if all(ep.successes is not None for ep in episodes):
+        cols[SUCCESS_KEY] = np.concatenate([ep.successes.detach().cpu().bool().numpy() for ep in episodes])  # type: ignore[union-attr]
     frame_index = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
     cols["timestamp"] = (frame_index / fps).astype(np.float32)
     cols["frame_index"] = frame_index
@@ -145,19 +157,22 @@ def _check_episodes(episodes: Sequence[Episode], fps: int) -> None:
         raise ValueError(f"Either every episode has an env_state of one size or none has, got sizes {env_dims}.")
 
 
-def _vector_features(
-    cols: dict[str, np.ndarray], obs_names: Sequence[str] | None, action_names: Sequence[str] | None
-) -> dict[str, dict]:
+def _vector_features(cols: dict[str, np.ndarray], names: dict[str, Sequence[str] | None]) -> dict[str, dict]:
+    """The vector features of ``cols``, with the column names ``names[key]`` (or none)."""
     features = {
-        OBS_KEY: _feature("float32", cols[OBS_KEY].shape[1], obs_names),
-        ACTION_KEY: _feature("float32", cols[ACTION_KEY].shape[1], action_names),
+        OBS_KEY: _feature("float32", cols[OBS_KEY].shape[1], names.get(OBS_KEY), OBS_KEY),
+        ACTION_KEY: _feature("float32", cols[ACTION_KEY].shape[1], names.get(ACTION_KEY), ACTION_KEY),
     }
     if ENV_STATE_KEY in cols:
-        features[ENV_STATE_KEY] = _feature("float32", cols[ENV_STATE_KEY].shape[1], None)
+        features[ENV_STATE_KEY] = _feature(
+            "float32", cols[ENV_STATE_KEY].shape[1], names.get(ENV_STATE_KEY), ENV_STATE_KEY
+        )
     if REWARD_KEY in cols:
         features[REWARD_KEY] = _feature("float32", 1, None)
     if DONE_KEY in cols:
         features[DONE_KEY] = _feature("bool", 1, None)
+    if SUCCESS_KEY in cols:
+        features[SUCCESS_KEY] = _feature("bool", 1, None)
     return features
 
 
@@ -170,23 +185,28 @@ def write_lerobot_dataset(
     action_names: Sequence[str] | None = None,
     overwrite: bool = False,
     video_codec: str = DEFAULT_CODEC,
+    env_state_names: Sequence[str] | None = None,
 ) -> Path:
     """Write ``episodes`` as a LeRobotDataset v3.0 under ``root``.
 
-    Features: ``observation.state [D]``, ``action [A]``, ``next.reward`` and ``next.done`` when every episode
-    has them, a ``video`` feature ``observation.images.<name> [H, W, 3]`` per camera of ``Episode.images``, plus
-    LeRobot's ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``. Each episode's
-    ``task`` (its language goal) goes to ``meta/tasks.parquet``.
+    Features: ``observation.state [D]``, ``action [A]``, ``observation.environment_state [E]``, ``next.reward``,
+    ``next.done`` and ``next.success`` when every episode has them, a ``video`` feature
+    ``observation.images.<name> [H, W, 3]`` per camera of ``Episode.images``, plus LeRobot's ``timestamp``,
+    ``frame_index``, ``episode_index``, ``index``, ``task_index``. Each episode's ``task`` (its language goal) goes
+    to ``meta/tasks.parquet``.
 
     Args:
+        obs_names, action_names, env_state_names: the column names of ``observation.state``, ``action`` and
+            ``observation.environment_state`` (``features[key]["names"]`` in ``meta/info.json``: what
+            ``--state_columns 'ee.*'`` selects by), or None.
         video_codec: PyAV encoder of the camera videos: ``libsvtav1`` (AV1, LeRobot's default) or e.g. ``libx264``.
 
     Returns:
         ``root`` as a Path.
 
     Raises:
-        ValueError: for no episodes, inconsistent sizes or cameras, non-finite values, odd image sizes, a missing
-            video encoder, or an existing dataset without ``overwrite``.
+        ValueError: for no episodes, inconsistent sizes or cameras, names of the wrong length, non-finite values,
+            odd image sizes, a missing video encoder, or an existing dataset without ``overwrite``.
         ImportError: for episodes with cameras when PyAV is not installed.
     """
     root = Path(root)
@@ -194,18 +214,23 @@ def write_lerobot_dataset(
     cameras = camera_frames(episodes)
     if cameras:
         check_encoder(video_codec)
-    if (root / INFO_PATH).exists():
-        if not overwrite:
-            raise ValueError(f"'{root}' already holds a dataset; choose another --out or pass overwrite=True.")
-        for sub in ("meta", "data", "videos"):
-            shutil.rmtree(root / sub, ignore_errors=True)
     tasks = list(dict.fromkeys(ep.task for ep in episodes))
     cols = _frame_columns(episodes, fps, {t: i for i, t in enumerate(tasks)})
     for key in (OBS_KEY, ACTION_KEY, REWARD_KEY, ENV_STATE_KEY):
         if key in cols and not np.isfinite(cols[key]).all():
             raise ValueError(f"Feature '{key}' has NaN or inf values; fix the recording before writing.")
+    vector_features = _vector_features(
+        cols, {OBS_KEY: obs_names, ACTION_KEY: action_names, ENV_STATE_KEY: env_state_names}
+    )
+    if (root / INFO_PATH).exists():
+        if not overwrite:
+            raise ValueError(
+                f"'{root}' already holds a dataset; choose another --out, or pass --overwrite to replace it."
+            )
+        for sub in ("meta", "data", "videos"):
+            shutil.rmtree(root / sub, ignore_errors=True)
     video_features, video_columns = write_videos(root, cameras, fps, video_codec)
-    features = {**_vector_features(cols, obs_names, action_names), **video_features, **DEFAULT_FEATURES}
+    features = {**vector_features, **video_features, **DEFAULT_FEATURES}
     per_episode = _per_episode_stats(features, cols, cameras, np.cumsum([len(ep) for ep in episodes]))
 
     data_file = dataset_path(root, DATA_PATH)

@@ -1,8 +1,11 @@
-"""Record episodes of a policy running in a :class:`~rslkit.envs.VecEnv`."""
+"""Record episodes of a policy running in a :class:`~rslkit.envs.VecEnv`: the one recorder (a trained policy's or a
+task's scripted expert's demonstrations, written by ``python -m rslkit.record`` as a LeRobotDataset v3.0, the one
+demonstration format on disk)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -13,9 +16,18 @@ from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.vec_env import VecEnv
 
 Step = tuple[
-    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Sequence[str], torch.Tensor | None
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    dict[str, torch.Tensor],
+    Sequence[str],
+    torch.Tensor | None,
+    torch.Tensor | None,
+    list[Any] | None,
 ]
-"""One step of all envs: observations, action labels, rewards, dones, camera frames, each env's task."""
+"""One step of all envs: observations, action labels, rewards, dones, camera frames, each env's task, env state
+group, success flags (``extras["success"]``), exact simulator states."""
 LABELS = ("executed", "policy")
 """What :func:`record_episodes` stores as each step's action: the executed action, or the clean policy action."""
 TaskOf = str | Callable[[TensorDict], Sequence[str]]
@@ -60,6 +72,8 @@ def _episode(steps: list[Step], i: int) -> Episode:
         task=steps[0][5][i],
         images={name: torch.stack([h[4][name][i] for h in steps]) for name in steps[0][4]},
         env_state=None if steps[0][6] is None else torch.stack([h[6][i] for h in steps]),  # type: ignore[index]
+        successes=None if any(h[7] is None for h in steps) else torch.stack([h[7][i] for h in steps]),  # type: ignore[index]
+        states=None if steps[0][8] is None else [h[8][i] for h in steps],  # type: ignore[index]
     )
 
 
@@ -88,6 +102,9 @@ def record_episodes(
     on_episode: Callable[[Episode], None] | None = None,
     label: str = "executed",
     env_state_group: str | None = None,
+    successful_only: bool = False,
+    keep_states: bool = False,
+    max_steps: int | None = None,
 ) -> list[Episode]:
     """Run ``policy`` in all envs until ``num_episodes`` complete episodes were recorded.
 
@@ -120,14 +137,21 @@ def record_episodes(
         label: ``"executed"`` or ``"policy"`` (see above); the two differ only with noise or smoothing.
         env_state_group: observation group stored as ``Episode.env_state`` (``observation.environment_state``:
             privileged simulator state, an auxiliary training target), or None.
+        successful_only: keep only episodes that end solved (the env must report ``extras["success"]``).
+        keep_states: also keep each step's exact simulator state (``env.env_state(i)``) in ``Episode.states``
+            (return-and-explore start states of the real-world loop's stand-in robot).
+        max_steps: give up after this many env steps (default ``10 * max_episode_length * ceil(num_episodes /
+            num_envs)``; raise it where ``successful_only`` drops many episodes).
 
     Returns:
-        ``num_episodes`` episodes with observations, actions, rewards, dones and camera frames.
+        ``num_episodes`` episodes with observations, actions, rewards, dones, success flags (where the env reports
+        ``extras["success"]``) and camera frames.
 
     Raises:
         ValueError: for a missing observation group or camera, camera frames that are not uint8 ``[N, H, W, 3]``,
-            a non-positive episode count, ``action_smoothing`` outside ``[0, 1)`` or an unknown ``label``.
-        RuntimeError: when no episode finishes within 10 episode lengths.
+            a non-positive episode count, ``action_smoothing`` outside ``[0, 1)``, an unknown ``label``, or
+            ``successful_only`` with an env that does not report success.
+        RuntimeError: when fewer than ``num_episodes`` episodes were kept within ``max_steps``.
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}.")
@@ -147,7 +171,7 @@ def record_episodes(
     start = torch.zeros(n, dtype=torch.long)
     valid = (env.episode_length_buf == 0).cpu()
     episodes: list[Episode] = []
-    limit = 10 * int(torch.as_tensor(env.max_episode_length).max()) * max(1, -(-num_episodes // n))
+    limit = max_steps or 10 * int(torch.as_tensor(env.max_episode_length).max()) * max(1, -(-num_episodes // n))
     previous: torch.Tensor | None = None  # last executed actions, for the smoothing filter
     fresh = torch.ones(n, 1, dtype=torch.bool)  # envs at the first step of an episode: no filter
     for step in range(limit):
@@ -163,18 +187,33 @@ def record_episodes(
             actions = torch.maximum(torch.minimum(actions, bounds[1]), bounds[0])
             clean = torch.maximum(torch.minimum(clean, bounds[1]), bounds[0])
         labels = actions if label == "executed" else clean
-        next_obs, rewards, dones, _ = env.step(actions)
+        states = [env.env_state(i) for i in range(n)] if keep_states else None  # type: ignore[attr-defined]
+        next_obs, rewards, dones, extras = env.step(actions)
+        success = extras.get("success")
+        if successful_only and success is None:
+            raise ValueError("successful_only needs an env that reports extras['success']; this one does not.")
+        success = None if success is None else success.cpu().bool().reshape(n)
         previous, fresh = actions, dones.cpu().bool().reshape(n, 1)
         images = {name: obs[group].to("cpu", copy=True) for name, group in groups.items()}
         tasks = _tasks(task, obs, n)
         env_state = None if env_state_group is None else obs[env_state_group].cpu().float()
         history.append(
-            (obs[obs_group].cpu(), labels.cpu(), rewards.cpu().float(), dones.cpu().bool(), images, tasks, env_state)
+            (
+                obs[obs_group].cpu(),
+                labels.cpu(),
+                rewards.cpu().float(),
+                dones.cpu().bool(),
+                images,
+                tasks,
+                env_state,
+                success,
+                states,
+            )
         )
         if reset_policy is not None:
             reset_policy(dones)
         for i in dones.cpu().nonzero().squeeze(-1).tolist():
-            if valid[i] and len(episodes) < num_episodes:
+            if valid[i] and len(episodes) < num_episodes and (not successful_only or bool(success[i])):  # type: ignore[index]
                 episodes.append(_episode(history[int(start[i]) - offset : step + 1 - offset], i))
                 if on_episode is not None:
                     on_episode(episodes[-1])
@@ -184,4 +223,20 @@ def record_episodes(
         del history[: int(start.min()) - offset]
         offset = int(start.min())
         obs = next_obs
-    raise RuntimeError(f"Only {len(episodes)} of {num_episodes} episodes finished within {limit} steps.")
+    kept = "successful episodes" if successful_only else "episodes"
+    raise RuntimeError(
+        f"Only {len(episodes)} of {num_episodes} {kept} finished within {limit} steps; raise max_steps or check the "
+        "policy."
+    )
+
+
+def episode_stats(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``success_rate`` (NaN where the env reported no success), ``mean_return`` (NaN without rewards) and the
+    number of ``episodes``: how good recorded demonstrations (or the expert that made them) are."""
+    ends = [ep.succeeded for ep in episodes]
+    returns = [float(ep.rewards.sum()) for ep in episodes if ep.rewards is not None]
+    return {
+        "success_rate": float("nan") if None in ends else sum(map(bool, ends)) / max(len(ends), 1),
+        "mean_return": sum(returns) / len(returns) if returns else float("nan"),
+        "episodes": float(len(episodes)),
+    }

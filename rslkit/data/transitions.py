@@ -14,10 +14,21 @@ limit pass ``done_is_terminal=False``, so that its last frames are truncated ins
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from tensordict import TensorDict
 
 from rslkit.data.demonstrations import ACTION_KEY, REWARD_KEY, Demonstrations
+from rslkit.data.lerobot_format import INFO_PATH
+from rslkit.data.lerobot_reader import read_lerobot_dataset
+
+CONVERT_DEMOS_HINT = (
+    "demonstrations are LeRobotDataset v3.0 folders: record them with `python -m rslkit.record --task T --expert "
+    "--episodes N --out DIR` (a task's scripted expert) or `python -m rslkit.record --checkpoint C --episodes N "
+    "--out DIR` (a trained policy)"
+)
+"""How to make demonstrations in the one format on disk."""
 
 ACTION_TOLERANCE = 1e-6
 """Actions this far outside ``[-1, 1]`` are accepted (float rounding of a rescale)."""
@@ -101,3 +112,34 @@ def demonstrations_to_transitions(
         },
         batch_size=[f],
     )
+
+
+def load_demonstrations(path: str | Path, obs_group: str = "policy", done_is_terminal: bool = True) -> TensorDict:
+    """Demonstration transitions of a LeRobotDataset v3.0 folder (one with ``meta/info.json`` and rewards), for
+    SAC's ``--agent.demo_path``: :func:`demonstrations_to_transitions` of :func:`read_lerobot_dataset`.
+
+    Pickled files (``torch.save`` TensorDicts, ``.pt``) are refused: loading one would run code from the file.
+
+    Args:
+        path: the dataset folder.
+        obs_group: the observation group ``observation.state`` is stored as.
+        done_is_terminal: whether an episode's last frame with ``next.done`` is terminal (see the module).
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+        ValueError: a file or a folder that is not a LeRobotDataset v3.0 (the message says how to make one), a
+            dataset without rewards, or actions outside ``[-1, 1]``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"Demonstrations '{path}' do not exist; set --agent.demo_path to a LeRobotDataset v3.0 folder "
+            f"({CONVERT_DEMOS_HINT})."
+        )
+    if not (path / INFO_PATH).is_file():
+        kind = "a pickled file" if path.is_file() else f"a folder without {INFO_PATH}"
+        raise ValueError(
+            f"Demonstrations '{path}' are {kind}, not a LeRobotDataset v3.0 (pickled TensorDict demonstrations are no "
+            f"longer read: loading one runs code from the file); {CONVERT_DEMOS_HINT}."
+        )
+    return demonstrations_to_transitions(read_lerobot_dataset(path), obs_group, done_is_terminal=done_is_terminal)

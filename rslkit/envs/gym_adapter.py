@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.vec_env import VecEnv
 
 GYM_PREFIX = "gym:"

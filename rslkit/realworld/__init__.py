@@ -16,6 +16,6 @@ safetensors and grpcio only):
 
 With torch: :mod:`~rslkit.realworld.learner` (``RealWorldLearner``: SAC fed by actors, the RLPD / HIL-SERL recipe),
 :mod:`~rslkit.realworld.actor` (``Actor``: one env or robot, the policy, the spool), :mod:`~rslkit.realworld.sim_robot`
-(``RealTimeRobot``: a simulated task paced like a real robot), :mod:`~rslkit.realworld.experts` and ``demos``
-(scripted experts and their demonstrations).
+(``RealTimeRobot``: a simulated task paced like a real robot), :mod:`~rslkit.realworld.experts` (a task's scripted
+expert as a scripted human), :mod:`~rslkit.realworld.relabel` (demonstrations rescored by a reward plug-in).
 """

@@ -19,7 +19,7 @@ import numpy as np
 Observation = Mapping[str, np.ndarray]
 """One env's observation groups, no batch dimension: ``{"policy": [D]}``."""
 Expert = Callable[[Observation], np.ndarray]
-"""Observation groups -> action ``[A]`` in ``[-1, 1]`` (the experts of :mod:`rslkit.realworld.experts` also take a
+"""Observation groups -> action ``[A]`` in ``[-1, 1]`` (the tasks' experts, :mod:`rslkit.envs.expert`, also take a
 leading batch dimension)."""
 
 

@@ -4,15 +4,23 @@ The actor's ``--actor.reward`` replaces the env's reward on every transition it 
 ``--agent.demo_path`` keep the reward they were recorded with (a task's hand-written reward in simulation, nothing
 meaningful on a robot). RLPD samples half of every batch from them, so a learner that mixes the two learns from two
 reward scales. :func:`relabel_demonstrations` runs the same plug-in over the demonstrations, episode by episode and
-in order, as the actor would have: ``python -m rslkit.rewards relabel`` writes the relabelled file.
+in order, as the actor would have; :func:`relabel_dataset` (``python -m rslkit.rewards relabel``) reads a
+LeRobotDataset v3.0 and writes a copy with the new ``next.reward``.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rslkit.data.demonstrations import ACTION_KEY, ENV_STATE_KEY, OBS_KEY, Demonstrations
+from rslkit.data.lerobot_meta import feature_names
+from rslkit.data.lerobot_reader import read_lerobot_dataset
+from rslkit.data.lerobot_writer import write_lerobot_dataset
+from rslkit.data.transitions import demonstrations_to_transitions
 from rslkit.realworld.rewards import RewardFn
 from rslkit.realworld.wire import TransitionBatch
 
@@ -28,12 +36,13 @@ def _episodes(done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def relabel_demonstrations(demos: TensorDict, reward: RewardFn, batch_size: int = 4096) -> TensorDict:
     """``demos`` (the transitions of ``--agent.demo_path``) with ``reward`` replaced by ``reward(batch)``'s.
 
-    Transitions are consecutive steps, episode after episode (as :func:`record_expert_demonstrations` and
-    ``load_demonstrations`` give them); an episode ends at ``terminated | truncated``. They reach ``reward`` in
-    order, as :class:`~rslkit.realworld.wire.TransitionBatch` es of at most ``batch_size``, keyed by episode index
-    and step, with ``intervention`` set (a demonstration is a human's) and policy version 0; a plug-in that keeps
-    per-episode state (the progress critic's value) sees each episode from its first step. Use a fresh plug-in: one
-    that already scored other episodes may hold values under the same episode indices.
+    Transitions are consecutive steps, episode after episode (as
+    :func:`~rslkit.data.transitions.load_demonstrations` gives them); an episode ends at ``terminated | truncated``.
+    They reach ``reward`` in order, as :class:`~rslkit.realworld.wire.TransitionBatch` es of at most
+    ``batch_size``, keyed by episode index and step, with ``intervention`` set (a demonstration is a human's) and
+    policy version 0; a plug-in that keeps per-episode state (the progress critic's value) sees each episode from its
+    first step. Use a fresh plug-in: one that already scored other episodes may hold values under the same episode
+    indices.
 
     Args:
         demos: batch ``[M]`` with ``obs/<group>``, ``next_obs/<group>``, ``action``, ``reward``, ``terminated`` and
@@ -91,3 +100,44 @@ def relabel_demonstrations(demos: TensorDict, reward: RewardFn, batch_size: int 
     old = demos["reward"]
     relabelled["reward"] = torch.from_numpy(rewards).to(device=old.device, dtype=old.dtype).reshape(old.shape)
     return relabelled
+
+
+def relabel_dataset(
+    src: str | Path, out: str | Path, reward: RewardFn, obs_group: str = "policy", overwrite: bool = False
+) -> tuple[Demonstrations, torch.Tensor]:
+    """Write the LeRobotDataset ``src`` to ``out`` with ``next.reward`` replaced by ``reward``'s
+    (:func:`relabel_demonstrations` over its transitions); everything else (names, tasks, cameras, re-encoded) stays.
+
+    The dataset holds no observation after an episode's last action, so that frame is scored against itself (as
+    :func:`~rslkit.data.transitions.demonstrations_to_transitions` stores it). A dataset without rewards (a robot's
+    teleoperated demonstrations) gets its first ones.
+
+    Args:
+        src: the demonstrations (``--agent.demo_path``), a LeRobotDataset v3.0 folder.
+        out: the dataset to write.
+        reward: the plug-in.
+        obs_group: the observation group ``observation.state`` is (what the plug-in reads).
+        overwrite: replace a dataset at ``out``.
+
+    Returns:
+        The demonstrations as read and the new rewards ``[F]``.
+
+    Raises:
+        ValueError: see :func:`relabel_demonstrations` and :func:`~rslkit.data.lerobot_writer.write_lerobot_dataset`.
+    """
+    demos = read_lerobot_dataset(src, cameras="all")
+    before = demos.rewards if demos.rewards is not None else torch.zeros(demos.num_frames)
+    transitions = demonstrations_to_transitions(demos, obs_group, rewards=before)
+    rewards = relabel_demonstrations(transitions, reward)["reward"]
+    info = demos.info
+    write_lerobot_dataset(
+        out,
+        demos.to_episodes(rewards),
+        demos.fps,
+        robot_type=str(info.get("robot_type") or "rslkit"),
+        obs_names=feature_names(info, OBS_KEY),
+        action_names=feature_names(info, ACTION_KEY),
+        overwrite=overwrite,
+        env_state_names=feature_names(info, ENV_STATE_KEY),
+    )
+    return demos, rewards

@@ -81,7 +81,7 @@ class FrameEncoder(nn.Module):
         image_size: ``(H, W)`` every camera image must have.
         state_group: name of the state vector group, or None (images only).
         state_dim: its size.
-        state_columns: the columns of the state group the encoder reads (:mod:`rslkit.rewards.state_columns`);
+        state_columns: the columns of the state group the encoder reads (:mod:`rslkit.envs.columns`);
             empty: all ``state_dim``.
         channels, feature_dim: CNN widths and the fused feature size.
         vision_backbone: a local ``transformers`` vision model to use (frozen) instead of the CNN.

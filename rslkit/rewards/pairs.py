@@ -100,24 +100,31 @@ class PairBatch:
     """``[B]`` 1 where ``frame b`` is done under the goal."""
 
 
+def check_pair_data(data: ProgressData, cfg: PairSamplerCfg) -> None:
+    """Check that ``data`` can fill every sample kind of ``cfg`` (before anything is trained or written).
+
+    Raises:
+        ValueError: no successful episode, or mismatched-goal samples with only one instruction (names the
+            ``--distractor_goal`` flag of ``python -m rslkit.rewards train``).
+    """
+    if not bool(data.success.any()):
+        raise ValueError("Training a progress critic needs successful episodes (demonstrations that reach the goal).")
+    if cfg.mismatched > 0 and len(set(data.goals) | set(cfg.distractor_goals)) < 2:
+        raise ValueError(
+            "Mismatched-goal samples need a second instruction: train on episodes of several goals, or pass "
+            "an instruction no episode follows with --distractor_goal 'open the drawer' (repeatable)."
+        )
+
+
 class PairSampler:
     """Draws :class:`PairBatch` es from :class:`ProgressData` with its own generator."""
 
     def __init__(self, data: ProgressData, cfg: PairSamplerCfg, seed: int = 0) -> None:
+        check_pair_data(data, cfg)
         self.data, self.cfg = data, cfg
         self.generator = torch.Generator().manual_seed(seed)
-        ok = data.success.nonzero().squeeze(-1)
-        if ok.numel() == 0:
-            raise ValueError(
-                "Training a progress critic needs successful episodes (demonstrations that reach the goal)."
-            )
-        self._ok, self._failed = ok, (~data.success).nonzero().squeeze(-1)
+        self._ok, self._failed = data.success.nonzero().squeeze(-1), (~data.success).nonzero().squeeze(-1)
         self._other_goals = sorted(set(data.goals) | set(cfg.distractor_goals))
-        if cfg.mismatched > 0 and len(self._other_goals) < 2:
-            raise ValueError(
-                "Mismatched-goal samples need a second instruction: train on episodes of several goals or pass "
-                "distractor goals (--distractor_goals 'open the drawer' ...), or set mismatched=0."
-            )
 
     def _uniform(self, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
         """Integers uniform in ``[low, high)`` elementwise."""

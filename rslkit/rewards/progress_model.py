@@ -42,7 +42,7 @@ class ProgressModelCfg:
     """Observation group of the proprioceptive state the critic also reads (e.g. ``policy``); None: images only."""
     state_dim: int = 0
     state_columns: tuple[int, ...] = ()
-    """Columns of the state group the critic reads (:func:`~rslkit.rewards.state_columns.select_state_columns`;
+    """Columns of the state group the critic reads (:func:`~rslkit.envs.columns.select_state_columns`;
     e.g. the positions without the velocities and the last action); empty: all ``state_dim``."""
     channels: tuple[int, ...] = (32, 64, 64, 64)
     feature_dim: int = 256

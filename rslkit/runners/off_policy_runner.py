@@ -39,42 +39,6 @@ def check_continuous(env: VecEnv) -> None:
         )
 
 
-def load_demonstrations(path: str | Path, obs_group: str = "policy", done_is_terminal: bool = True) -> TensorDict:
-    """Read demonstration transitions: a ``TensorDict`` (``torch.save`` file or ``TensorDict.memmap`` directory), or
-    a LeRobotDataset v3.0 directory (one with ``meta/info.json``) with rewards.
-
-    Args:
-        path: the file or directory.
-        obs_group: LeRobot only: the observation group ``observation.state`` is stored as.
-        done_is_terminal: LeRobot only: whether an episode's last frame with ``next.done`` is terminal (see
-            :func:`~rslkit.data.transitions.demonstrations_to_transitions`).
-
-    Raises:
-        FileNotFoundError: when ``path`` does not exist.
-        ValueError: when the file does not hold a TensorDict, or the dataset has no rewards or actions outside
-            ``[-1, 1]``.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"Demonstrations '{path}' do not exist; set agent.demo_path to a .pt file, a TensorDict folder or a "
-            "LeRobotDataset v3.0 folder."
-        )
-    if (path / "meta" / "info.json").is_file():
-        # Imported here (and INFO_PATH spelled out): rslkit.data brings pyarrow, which runs without LeRobot data skip.
-        from rslkit.data.lerobot_reader import read_lerobot_dataset
-        from rslkit.data.transitions import demonstrations_to_transitions
-
-        demos = read_lerobot_dataset(path)
-        return demonstrations_to_transitions(demos, obs_group, done_is_terminal=done_is_terminal)
-    data = TensorDict.load_memmap(path) if path.is_dir() else torch.load(path, weights_only=False)
-    if isinstance(data, dict):
-        data = TensorDict(data, batch_size=[len(data["reward"])])
-    if not isinstance(data, TensorDict):
-        raise ValueError(f"'{path}' holds a {type(data).__name__}, not a TensorDict of transitions.")
-    return data
-
-
 class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
     """Trains SAC on a :class:`~rslkit.envs.VecEnv` (same interface as :class:`OnPolicyRunner`).
 
@@ -149,6 +113,9 @@ class OffPolicyRunner(BaseRunner[SACRunnerCfg, SAC]):
             obs = self.env.get_observations().to(self.device).select(*self.policy.obs_groups)
             self.buffer = ReplayBuffer(obs, self.env.num_actions, self.cfg.replay, self.device)
             if self.cfg.demo_path:
+                # Imported here: rslkit.data brings pyarrow, which a run without demonstrations skips.
+                from rslkit.data.transitions import load_demonstrations
+
                 group, terminal = self.policy.actor_groups[0], self.cfg.demo_done_is_terminal
                 self.buffer.add_demonstrations(load_demonstrations(self.cfg.demo_path, group, terminal))
         return self.buffer

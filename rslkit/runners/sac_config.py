@@ -29,11 +29,10 @@ class SACRunnerCfg(EnvRunCfg):
     learning_starts: int = 10
     """Vectorized env steps before the first gradient update."""
     demo_path: str = ""
-    """Demonstrations to seed the replay buffer with: a ``TensorDict`` saved by ``torch.save`` (``.pt``), a
-    ``TensorDict.memmap`` directory (fields: see ``ReplayBuffer.add_demonstrations``) or a LeRobotDataset v3.0
-    directory with ``next.reward`` (see ``rslkit.data.transitions.demonstrations_to_transitions``)."""
+    """Demonstrations to seed the replay buffer with: a LeRobotDataset v3.0 directory with ``next.reward``
+    (``python -m rslkit.record``; see ``rslkit.data.transitions.load_demonstrations``)."""
     demo_done_is_terminal: bool = True
-    """LeRobotDataset ``demo_path`` only: store the last frame of an episode whose ``next.done`` is set as terminated
+    """Store the last frame of an episode whose ``next.done`` is set as terminated
     (no bootstrap). ``next.done`` also marks time-outs; set False for tasks that end only by a time limit."""
 
     def check(self) -> None:

@@ -24,13 +24,13 @@ from rslkit.data.demonstrations import ENV_STATE_KEY, Demonstrations
 from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
 from rslkit.envs.camera_groups import camera_group
+from rslkit.envs.columns import select_state_columns
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.models.vla.state_probe import StateProbe
-from rslkit.rewards.state_columns import select_state_columns
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats

@@ -8,9 +8,9 @@ import torch
 from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg, make_chain
 from rslkit.data import record_episodes, write_lerobot_dataset
-from rslkit.data.pendulum_expert import pendulum_expert
 from rslkit.envs import make_env
 from rslkit.envs.action_chunk import ActionChunkWrapper
+from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner, evaluate_episodes
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
@@ -73,7 +73,7 @@ def _eval(runner, seed=123):
 def test_demos_bc_reinflow_improves_on_pendulum(tmp_path):
     """Imperfect demos -> behaviour cloning -> ReinFlow raises the deterministic return on identical start states.
 
-    Demonstrations come from the scripted energy-based swing-up controller (:mod:`rslkit.data.pendulum_expert`)
+    Demonstrations come from the scripted energy-based swing-up controller (:mod:`rslkit.envs.tasks.pendulum`)
     with action noise 0.8 (mean return about -220, the noise-free controller gets about -150); the cloned flow
     policy imitates the noise. ~15 s on 2 CPU cores.
 

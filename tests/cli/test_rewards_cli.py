@@ -69,6 +69,16 @@ def test_state_columns_by_name_from_the_dataset(tmp_path, capsys):
     assert "pass --state_group too" in capsys.readouterr().err
 
 
+def test_one_goal_without_a_distractor_names_the_flag_and_writes_nothing(tmp_path):
+    root = _write(tmp_path / "data", 4, 0)
+    one_goal = ["--dataset", str(root), "--state_group", "policy", "--goal", "move right", "--steps", "5"]
+    out = tmp_path / "critic"
+    with pytest.raises(ValueError, match="--distractor_goal 'open the drawer'") as err:
+        rewards_cli.main(["train", *one_goal, "--out", str(out)])
+    assert "--distractor_goals" not in str(err.value)
+    assert not out.exists(), "nothing is written before the data is checked"
+
+
 def test_train_on_camera_video_and_bad_input(tmp_path):
     pytest.importorskip("av")
     root = _write(tmp_path / "video", 8, 0, image=True)
@@ -82,3 +92,19 @@ def test_train_on_camera_video_and_bad_input(tmp_path):
         rewards_cli.main(["train", "--dataset", str(root), "--camera", "wrist", "--out", str(out), "--steps", "5"])
     with pytest.raises(SystemExit):
         rewards_cli.main(["train", "--dataset", str(root), "--out", str(out)])
+
+
+def test_run_cli_treats_an_existing_output_as_a_user_error(capsys, monkeypatch):
+    from rslkit.cli.common import run_cli
+
+    monkeypatch.delenv("RSLKIT_TRACEBACK", raising=False)
+
+    def main():
+        raise FileExistsError("--out x exists; choose another --out, or pass --overwrite to replace it.")
+
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(main)
+    assert exit_.value.code == 2
+    assert (
+        capsys.readouterr().err == "error: --out x exists; choose another --out, or pass --overwrite to replace it.\n"
+    )

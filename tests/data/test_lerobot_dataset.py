@@ -219,10 +219,20 @@ def test_environment_state_round_trips_with_its_statistics(tmp_path):
         Episode(torch.zeros(5, 3), torch.zeros(5, 2), env_state=torch.zeros(4, 2))
 
 
+@pytest.mark.parametrize("part", ["data/chunk-000/file-000.parquet", "meta/episodes/chunk-000/file-000.parquet"])
+def test_truncated_parquet_names_the_file(dataset, part):
+    root, _ = dataset
+    path = root / part
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ValueError, match=f"'{path}' is not a readable parquet file .*truncated"):
+        read_lerobot_dataset(root)
+
+
 def test_writer_refuses_bad_input(tmp_path, dataset):
     root, episodes = dataset
-    with pytest.raises(ValueError, match="already holds a dataset"):
+    with pytest.raises(ValueError, match="already holds a dataset; choose another --out, or pass --overwrite") as err:
         write_lerobot_dataset(root, episodes, fps=20)
+    assert "overwrite=True" not in str(err.value), "the command-line flag, not the Python spelling"
     write_lerobot_dataset(root, episodes[:1], fps=20, overwrite=True)
     assert read_lerobot_dataset(root).num_episodes == 1
     bad = Episode(torch.full((2, 3), float("nan")), torch.zeros(2, 2))

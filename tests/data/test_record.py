@@ -8,8 +8,8 @@ import torch
 from rslkit import record
 from rslkit.cli import train
 from rslkit.data import read_lerobot_dataset, record_episodes
-from rslkit.data.pendulum_expert import pendulum_expert
 from rslkit.envs import make_env
+from rslkit.envs.tasks.pendulum import pendulum_expert
 
 
 def test_scripted_expert_swings_up():
@@ -206,3 +206,50 @@ def test_record_cli_from_the_scripted_expert(tmp_path, capsys):
         record.main(["--task", "pendulum", "--expert", "--checkpoint", "x", "--out", str(out)])  # one or the other
     with pytest.raises(ValueError, match="No scripted expert for task 'cartpole'"):
         record.main(["--task", "cartpole", "--expert", "--episodes", "1", "--out", str(tmp_path / "c")])
+
+
+def test_recorded_datasets_name_their_columns_so_columns_select_by_name(tmp_path):
+    """meta/info.json carries the env's observation and action names (they were null): `--state_columns 'x.*'` works
+    on every recorded dataset."""
+    from rslkit.data.demonstrations import ACTION_KEY, ENV_STATE_KEY, OBS_KEY
+    from rslkit.data.lerobot_meta import feature_names, read_info
+    from rslkit.envs.columns import select_state_columns
+
+    out = tmp_path / "named"
+    record.main(["--task", "pendulum", "--expert", "--episodes", "2", "--num_envs", "2", "--out", str(out),
+                 "--env_state_group", "policy"])  # fmt: skip
+    info = read_info(out)
+    assert feature_names(info, OBS_KEY) == ["cos_theta", "sin_theta", "theta_dot"]
+    assert feature_names(info, ENV_STATE_KEY) == ["cos_theta", "sin_theta", "theta_dot"]
+    assert feature_names(info, ACTION_KEY) == ["torque_normalized"]
+    assert select_state_columns("theta_*,sin_*", 3, feature_names(info, OBS_KEY)) == (1, 2)
+
+
+def test_success_flags_are_recorded_filtered_written_and_read_back(tmp_path):
+    from rslkit.data import episode_stats, write_lerobot_dataset
+
+    env = make_env("point-reach", num_envs=8, seed=0, episode_length=40)
+
+    def toward_goal(obs):  # a PD law on the observed position error and velocity
+        return (4.0 * obs["policy"][:, 4:6] - 1.0 * obs["policy"][:, 2:4]).clamp(-1.0, 1.0)
+
+    mixed = record_episodes(env, toward_goal, 8)
+    assert all(ep.successes is not None and ep.successes.dtype == torch.bool for ep in mixed)
+    solved = record_episodes(env, toward_goal, 4, successful_only=True)
+    assert all(ep.succeeded for ep in solved) and episode_stats(solved)["success_rate"] == 1.0
+    demos = read_lerobot_dataset(write_lerobot_dataset(tmp_path / "ds", solved, fps=20))
+    assert demos.successes is not None and torch.equal(demos.successes, torch.cat([ep.successes for ep in solved]))
+    with pytest.raises(RuntimeError, match="Only 0 of 2 successful episodes finished within 50 steps"):
+        record_episodes(env, lambda obs: torch.zeros(8, 2), 2, successful_only=True, max_steps=50)
+    pendulum = make_env("pendulum", num_envs=2, seed=0)
+    with pytest.raises(ValueError, match="successful_only needs an env that reports extras\\['success'\\]"):
+        record_episodes(pendulum, pendulum_expert, 1, successful_only=True)
+    assert episode_stats(record_episodes(pendulum, pendulum_expert, 2))["success_rate"] != 0.0  # NaN: unknown
+
+
+def test_names_of_the_wrong_length_are_refused_before_recording(monkeypatch):
+    from rslkit.envs.tasks.pendulum import PendulumTask
+
+    monkeypatch.setattr(PendulumTask, "observation_names", {"policy": ["cos_theta", "sin_theta"]})
+    with pytest.raises(ValueError, match=r"observation_names\['policy'\] has 2 names for 3 columns"):
+        record.main(["--task", "pendulum", "--expert", "--episodes", "1", "--out", "never_written"])

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rslkit.data import Episode, read_lerobot_dataset, write_lerobot_dataset
-from rslkit.data.transitions import demonstrations_to_transitions
+from rslkit.data.transitions import demonstrations_to_transitions, load_demonstrations
 from rslkit.envs.registry import make_env
 from rslkit.recipes.sac_defaults import small_task_sac_cfg
-from rslkit.runners.off_policy_runner import OffPolicyRunner, load_demonstrations
+from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.storage.replay_buffer import ReplayBuffer, ReplayCfg
 from rslkit.utils.seeding import seed_everything
 
@@ -97,6 +97,19 @@ def test_load_demonstrations_reads_a_lerobot_dir_into_the_replay_buffer(tmp_path
         got[int(batch["obs", "policy"][i, 0])] = (float(batch["reward"][i]), float(batch["discount"][i]))
     assert got[1] == pytest.approx((-1 + 0.5 * -2 + 0.25 * -3, 0.0))  # cut at the episode's terminal frame
     assert got[4] == pytest.approx((-4 + 0.5 * -5 + 0.25 * -6, 0.0))
+
+
+def test_load_demonstrations_refuses_pickles_and_other_folders_and_says_how_to_record(tmp_path):
+    pt = tmp_path / "demos.pt"
+    pt.write_bytes(b"never unpickled")
+    with pytest.raises(ValueError, match="pickled file, not a LeRobotDataset v3.0.*python -m rslkit.record --task T"):
+        load_demonstrations(pt)
+    (tmp_path / "memmap").mkdir()
+    with pytest.raises(ValueError, match="a folder without meta/info.json"):
+        load_demonstrations(tmp_path / "memmap")
+    with pytest.raises(FileNotFoundError, match="set --agent.demo_path to a LeRobotDataset") as err:
+        load_demonstrations(tmp_path / "missing")
+    assert "agent.demo_path" in str(err.value) and " agent.demo_path" not in str(err.value)
 
 
 def test_sac_runner_trains_with_a_lerobot_demo_path(tmp_path):

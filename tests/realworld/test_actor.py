@@ -13,11 +13,11 @@ import pytest
 from test_learner import make_learner
 from transport_helpers import FAST, needs_netns
 
+from rslkit.envs.registry import expert_for
 from rslkit.realworld import wire
 from rslkit.realworld.actor import Actor
 from rslkit.realworld.actor_config import ActorCfg
 from rslkit.realworld.defaults import realworld_overrides
-from rslkit.realworld.experts import expert_for
 from rslkit.realworld.sim_robot import RealTimeCfg, RealTimeRobot
 from rslkit.realworld.spool import Spool
 from rslkit.realworld.spool_writer import SpoolWriter

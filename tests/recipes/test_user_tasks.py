@@ -58,7 +58,7 @@ def test_a_recipe_of_the_wrong_kind_is_refused(on_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("no_such_module_xyz:task", "cannot import module 'no_such_module_xyz'"),
+        ("no_such_module_xyz:task", "--task no_such_module_xyz:task: cannot import 'no_such_module_xyz'"),
         ("examples.my_tasks:nope", "has no attribute 'nope'"),
         ("examples.my_tasks:SliderCfg", "must be a rslkit.envs.TaskSpec or a function returning one"),
     ],

@@ -5,6 +5,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rslkit.data import Episode, load_demonstrations, read_lerobot_dataset, write_lerobot_dataset
 from rslkit.realworld.rewards import load_reward
 from rslkit.realworld.wire import TransitionBatch
 from rslkit.rewards.loop_reward import LoopProgressReward
@@ -144,12 +145,51 @@ def test_relabelled_demonstrations_get_the_plugins_rewards_episode_by_episode(cr
         relabel_demonstrations(demos, lambda batch: np.full(len(batch), np.nan))
     with pytest.raises(ValueError, match="missing \\['terminated'\\]"):
         relabel_demonstrations(demos.exclude("terminated"), lambda batch: np.zeros(len(batch)))
-    # the CLI writes what --agent.demo_path reads
-    torch.save(demos, tmp_path / "demos.pt")
-    out = tmp_path / "relabelled.pt"
-    summary = main(["relabel", "--demos", str(tmp_path / "demos.pt"), "--model", str(path), "--dead_band", "0",
-                    "--out", str(out)])  # fmt: skip
+    # the CLI reads and writes LeRobot datasets, what --agent.demo_path reads
+    src = _dataset(tmp_path / "demos", states[:7], [3, 4])
+    out = tmp_path / "relabelled"
+    summary = main(["relabel", "--demos", str(src), "--model", str(path), "--dead_band", "0", "--out", str(out)])
     assert summary["episodes"] == 2 and summary["return_before"] == pytest.approx(7.0 * 7 / 2)
-    assert np.allclose(torch.load(out, weights_only=False)["reward"].numpy(), expected, atol=1e-6)
-    with pytest.raises(FileExistsError, match="--force"):
-        main(["relabel", "--demos", str(tmp_path / "demos.pt"), "--model", str(path), "--out", str(out)])
+    # the last frame of an episode has no next observation in the dataset: it is scored against itself
+    expected = np.concatenate(
+        [
+            fn(_batch(states[0:3], states[[1, 2, 2]], [0, 0, 0], [False, False, True])),
+            fn(_batch(states[3:7], states[[4, 5, 6, 6]], [1, 1, 1, 1], [False, False, False, True])),
+        ]
+    )
+    relabelled = read_lerobot_dataset(out)
+    assert np.allclose(relabelled.rewards.numpy(), expected, atol=1e-6)
+    assert torch.equal(relabelled.observations, read_lerobot_dataset(src).observations)
+    assert relabelled.info["features"]["observation.state"]["names"] == ["a", "b", "c"]
+    assert load_demonstrations(out)["reward"].shape == (7,), "SAC's --agent.demo_path reads what relabel wrote"
+    with pytest.raises(FileExistsError, match="--out .* exists; choose another --out, or pass --overwrite"):
+        main(["relabel", "--demos", str(src), "--model", str(path), "--out", str(out)])
+    main(["relabel", "--demos", str(src), "--model", str(path), "--out", str(out), "--overwrite"])
+
+
+def _dataset(root, states: np.ndarray, lengths: list[int]):
+    """A LeRobotDataset of episodes of ``lengths`` frames over ``states``, reward 7 per frame."""
+    episodes, start = [], 0
+    for n in lengths:
+        dones = torch.zeros(n, dtype=torch.bool)
+        dones[-1] = True
+        obs = torch.from_numpy(states[start : start + n])
+        episodes.append(Episode(obs, torch.zeros(n, 1), torch.full((n,), 7.0), dones, task="t"))
+        start += n
+    return write_lerobot_dataset(root, episodes, fps=10, obs_names=["a", "b", "c"])
+
+
+def test_relabel_refuses_a_pickled_file_and_the_cli_says_so_without_a_traceback(tmp_path, capsys, monkeypatch):
+    from rslkit.cli.common import run_cli
+    from rslkit.cli.rewards import main
+
+    monkeypatch.delenv("RSLKIT_TRACEBACK", raising=False)
+    pt = tmp_path / "demos.pt"
+    pt.write_bytes(b"not read")
+    with pytest.raises(ValueError, match="pickled file, not a LeRobotDataset v3.0.*python -m rslkit.record"):
+        load_demonstrations(pt)
+    out = tmp_path / "exists"
+    out.mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(lambda: main(["relabel", "--demos", str(pt), "--reward", "x:y", "--out", str(out)]))
+    assert exit_.value.code == 2 and "error: --out " in capsys.readouterr().err

@@ -46,8 +46,9 @@ def test_sampler_errors_say_what_to_do():
         PairSampler(_data(success=(False, False)), PairSamplerCfg())
     one_goal = _data()
     one_goal.goals = ["a", "a"]
-    with pytest.raises(ValueError, match="distractor goals"):
+    with pytest.raises(ValueError, match="--distractor_goal 'open the drawer'") as err:
         PairSampler(one_goal, PairSamplerCfg())
+    assert "--distractor_goals" not in str(err.value), "the flag of python -m rslkit.rewards train"
     PairSampler(one_goal, PairSamplerCfg(distractor_goals=("open the drawer",)))
     with pytest.raises(ValueError, match="sum to"):
         PairSamplerCfg(stagnant=0.5, mismatched=0.5, done=0.5)

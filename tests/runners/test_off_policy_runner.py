@@ -127,31 +127,29 @@ def test_checkpoint_without_replay_and_weights_only_load(tmp_path):
     assert fresh.buffer is None  # evaluation never allocates the replay buffer
 
 
-def _demos(m: int, obs_dim: int = 3) -> TensorDict:
-    obs = TensorDict({"policy": torch.randn(m, obs_dim)}, batch_size=[m])
-    return TensorDict(
-        {
-            "obs": obs,
-            "action": torch.rand(m, 1) * 2 - 1,
-            "reward": -torch.rand(m),
-            "next_obs": TensorDict({"policy": torch.randn(m, obs_dim)}, batch_size=[m]),
-            "terminated": torch.zeros(m, dtype=torch.bool),
-            "truncated": torch.arange(m) % 50 == 49,
-        },
-        batch_size=[m],
-    )
+def _demos(root, m: int, obs_dim: int = 3):
+    """A LeRobotDataset of ``m`` frames in episodes of 50 (random observations, actions in [-1, 1])."""
+    from rslkit.data import Episode, write_lerobot_dataset
+
+    episodes = [
+        Episode(torch.randn(50, obs_dim), torch.rand(50, 1) * 2 - 1, -torch.rand(50), torch.arange(50) == 49)
+        for _ in range(m // 50)
+    ]
+    return write_lerobot_dataset(root, episodes, fps=20)
 
 
 def test_demonstrations_from_file(tmp_path):
-    path = tmp_path / "demos.pt"
-    torch.save(_demos(200), path)
     cfg = _small_cfg()
-    cfg.demo_path = str(path)
+    cfg.demo_path = str(_demos(tmp_path / "demos", 200))
     runner = _runner(cfg)
     runner.learn(2)
     assert runner.buffer is not None and runner.buffer.num_demos == 200
-    torch.save(_demos(200, obs_dim=5), path)
+    cfg.demo_path = str(_demos(tmp_path / "wide", 200, obs_dim=5))
     with pytest.raises(ValueError, match="shape"):
+        _runner(cfg).learn(1)
+    (tmp_path / "demos.pt").write_bytes(b"a pickle is never loaded")
+    cfg.demo_path = str(tmp_path / "demos.pt")
+    with pytest.raises(ValueError, match="pickled file, not a LeRobotDataset v3.0.*python -m rslkit.record"):
         _runner(cfg).learn(1)
 
 

@@ -4,8 +4,8 @@ import torch
 
 from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.data import record_episodes, write_lerobot_dataset
-from rslkit.data.pendulum_expert import pendulum_expert
 from rslkit.envs import make_env
+from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
 from rslkit.utils.seeding import seed_everything

@@ -7,8 +7,8 @@ from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.cli import play, train
 from rslkit.data import record_episodes, write_lerobot_dataset
-from rslkit.data.pendulum_expert import pendulum_expert
 from rslkit.envs import make_env
+from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.recipes import catalog
 from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner

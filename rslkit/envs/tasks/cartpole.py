@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
 
@@ -144,11 +144,9 @@ def _make(cfg: CartpoleCfg, device: str) -> CartpoleTask:
     return CartpoleTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="cartpole",
-        env_cfg=lambda: CartpoleCfg(num_envs=256),
-        make_env=_make,
-        description="Gymnasium CartPole-v1 balance, batched in torch (discrete; --env.action_type continuous)",
-    )
+TASK = TaskSpec(
+    name="cartpole",
+    env_cfg=lambda: CartpoleCfg(num_envs=256),
+    make_env=_make,
+    description="Gymnasium CartPole-v1 balance, batched in torch (discrete; --env.action_type continuous)",
 )

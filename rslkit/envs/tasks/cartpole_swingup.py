@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.tasks.cartpole import cartpole_derivatives
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
@@ -162,11 +162,9 @@ def _make(cfg: CartpoleSwingupCfg, device: str) -> CartpoleSwingupTask:
     return CartpoleSwingupTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="cartpole-swingup",
-        env_cfg=lambda: CartpoleSwingupCfg(num_envs=256),
-        make_env=_make,
-        description="Cart-pole swing-up from hanging down, dm_control-style smooth reward",
-    )
+TASK = TaskSpec(
+    name="cartpole-swingup",
+    env_cfg=lambda: CartpoleSwingupCfg(num_envs=256),
+    make_env=_make,
+    description="Cart-pole swing-up from hanging down, dm_control-style smooth reward",
 )

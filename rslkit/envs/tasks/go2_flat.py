@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.tasks import go2_rewards as rw
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
@@ -396,11 +396,9 @@ def _make(cfg: Go2FlatCfg, device: str) -> Go2FlatTask:
     return Go2FlatTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="go2-flat",
-        env_cfg=Go2FlatCfg,
-        make_env=_make,
-        description="Unitree Go2 velocity tracking on flat ground (MuJoCo; --sim mujoco|warp)",
-    )
+TASK = TaskSpec(
+    name="go2-flat",
+    env_cfg=Go2FlatCfg,
+    make_env=_make,
+    description="Unitree Go2 velocity tracking on flat ground (MuJoCo; --sim mujoco|warp)",
 )

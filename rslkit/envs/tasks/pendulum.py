@@ -1,4 +1,8 @@
-"""Batched Gymnasium Pendulum-v1: same dynamics, reward and episode length, so returns compare with its tables."""
+"""Batched Gymnasium Pendulum-v1: same dynamics, reward and episode length, so returns compare with its tables.
+
+Its scripted expert (:func:`pendulum_expert`: energy pumping, then a PD balance) makes deliberately imperfect
+demonstrations (with action noise) for behaviour cloning without training an RL policy first.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.columns import Columns
+from rslkit.envs.expert import Observation
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
 
@@ -91,15 +97,64 @@ class PendulumTask(TorchTask):
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
 
+POLICY = Columns(PendulumTask.observation_names["policy"])
+"""The ``policy`` group's columns by name."""
+COS, SIN, THETA_DOT = (POLICY.one(name) for name in ("cos_theta", "sin_theta", "theta_dot"))
+
+
+def pendulum_expert(
+    obs: TensorDict | torch.Tensor,
+    gravity_term: float = 15.0,
+    torque_gain: float = 6.0,
+    energy_gain: float = 1.0,
+    balance_angle: float = 0.5,
+    kp: float = 60.0,
+    kd: float = 12.0,
+) -> torch.Tensor:
+    """Normalized torques ``[N, 1]`` in ``[-1, 1]`` for pendulum observations ``[N, 3]`` (``cos_theta``,
+    ``sin_theta``, ``theta_dot``).
+
+    With ``th = 0`` upright, Pendulum-v1 has ``th_ddot = 15 sin th + 6 a`` (``g = 10``, ``l = m = 1``, torque
+    ``2 a``). The energy ``E = th_dot^2 / 2 + 15 cos th`` changes as ``dE/dt = 6 a th_dot``, so far from the top
+    ``a = clip(k_E (E* - E) th_dot)`` pumps energy to the upright value ``E* = 15``; within ``balance_angle`` of the
+    top a PD law with gravity compensation holds it up.
+
+    Args:
+        obs: an observation TensorDict (group ``policy``) or the ``[N, 3]`` tensor itself.
+    """
+    x = obs["policy"] if isinstance(obs, TensorDict) else obs
+    cos_th, sin_th, th_dot = x[:, COS], x[:, SIN], x[:, THETA_DOT]
+    th = torch.atan2(sin_th, cos_th)
+    energy = 0.5 * th_dot**2 + gravity_term * cos_th
+    swing = energy_gain * (gravity_term - energy) * th_dot
+    balance = (-kp * th - kd * th_dot - gravity_term * sin_th) / torque_gain
+    action = torch.where(th.abs() < balance_angle, balance, swing)
+    return action.clamp(-1.0, 1.0).unsqueeze(-1)
+
+
+def numpy_expert(obs: Observation) -> np.ndarray:
+    """:func:`pendulum_expert` on numpy observation groups ``{"policy": [..., 3]}`` (the task's ``expert``)."""
+    x = np.asarray(obs["policy"], dtype=np.float32)
+    POLICY.check(x.shape[-1], "The pendulum expert")
+    action = pendulum_expert(torch.from_numpy(x.reshape(-1, x.shape[-1]))).numpy()
+    return action.reshape(*x.shape[:-1], 1)
+
+
+def upright_distance(obs: Observation) -> float:
+    """The pole's angle beyond 0.1 rad from upright (rad): the task's success test on one observation."""
+    x = np.asarray(obs["policy"])
+    return max(abs(math.atan2(float(x[SIN]), float(x[COS]))) - 0.1, 0.0)
+
+
 def _make(cfg: PendulumCfg, device: str) -> PendulumTask:
     return PendulumTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="pendulum",
-        env_cfg=lambda: PendulumCfg(num_envs=1024),
-        make_env=_make,
-        description="Gymnasium Pendulum-v1 swing-up, batched in torch",
-    )
+TASK = TaskSpec(
+    name="pendulum",
+    env_cfg=lambda: PendulumCfg(num_envs=1024),
+    make_env=_make,
+    description="Gymnasium Pendulum-v1 swing-up, batched in torch",
+    expert=lambda cfg: numpy_expert,
+    goal_distance=lambda cfg: upright_distance,
 )

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
 
@@ -110,11 +110,9 @@ def _make(cfg: PointReachCfg, device: str) -> PointReachTask:
     return PointReachTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="point-reach",
-        env_cfg=lambda: PointReachCfg(num_envs=512),
-        make_env=_make,
-        description="2-D point mass reaching random goals (success rate, asymmetric critic)",
-    )
+TASK = TaskSpec(
+    name="point-reach",
+    env_cfg=lambda: PointReachCfg(num_envs=512),
+    make_env=_make,
+    description="2-D point mass reaching random goals (success rate, asymmetric critic)",
 )

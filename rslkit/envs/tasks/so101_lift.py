@@ -12,14 +12,17 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.envs.camera_cfg import CameraTaskCfg
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.columns import Columns
+from rslkit.envs.expert import GoalDistance, Observation
+from rslkit.envs.task_spec import TaskSpec
+from rslkit.envs.tasks.so101_lift_expert import SO101LiftExpert
 from rslkit.envs.torch_task import TorchTask
 
 if TYPE_CHECKING:
     from rslkit.envs.mujoco.cameras import CameraRenderer
     from rslkit.envs.mujoco.render import BackendRenderer
 
-# Kept here so that importing this module (which registers the task) needs no MuJoCo.
+# Kept here so that importing this module (which defines the task) needs no MuJoCo.
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 GRIPPER = "gripper"
 CAMERAS = ("front", "wrist", "table")
@@ -340,15 +343,38 @@ class SO101LiftTask(TorchTask):
         self.backend.close()
 
 
+POLICY = Columns(SO101LiftTask.observation_names["policy"])
+"""The ``policy`` group's columns by name."""
+
+
+def lift_expert(cfg: SO101LiftCfg | None = None) -> SO101LiftExpert:
+    """The task's scripted expert (:mod:`rslkit.envs.tasks.so101_lift_expert`) for ``cfg`` (default the task's)."""
+    return SO101LiftExpert(cfg or SO101LiftCfg(), POLICY.names, CUBE_HALF_SIZE)
+
+
+def lift_distance(cfg: SO101LiftCfg | None = None) -> GoalDistance:
+    """The task's success test on one observation: the height the cube lacks to ``lift_height`` plus, until it is
+    up, pads to cube (metres)."""
+    lift_height = (cfg or SO101LiftCfg()).lift_height
+    cube, pads = POLICY["cube.*"], POLICY["grasp_point.*"]
+
+    def distance(obs: Observation) -> float:
+        x = np.asarray(obs["policy"])
+        lacking = max(CUBE_HALF_SIZE + lift_height - float(x[cube[2]]), 0.0)
+        return lacking + float(np.linalg.norm(x[cube] - x[pads])) if lacking > 0 else 0.0
+
+    return distance
+
+
 def _make(cfg: SO101LiftCfg, device: str) -> SO101LiftTask:
     return SO101LiftTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="so101-lift",
-        env_cfg=lambda: SO101LiftCfg(num_envs=512),
-        make_env=_make,
-        description="SO-101 arm grasping and lifting a cube (MuJoCo, batched on CPU threads)",
-    )
+TASK = TaskSpec(
+    name="so101-lift",
+    env_cfg=lambda: SO101LiftCfg(num_envs=512),
+    make_env=_make,
+    description="SO-101 arm grasping and lifting a cube (MuJoCo, batched on CPU threads)",
+    expert=lift_expert,
+    goal_distance=lift_distance,
 )

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.columns import Columns
+from rslkit.envs.expert import GoalDistance, Observation
+from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.tasks.so101_lift import ARM_JOINTS, CUBE_HALF_SIZE, GRIPPER, SO101LiftCfg, SO101LiftTask
+from rslkit.envs.tasks.so101_pick_place_expert import SO101PickPlaceExpert
 from rslkit.utils.validation import expect, finite, validate
 
 GOAL_POSITIONS: dict[str, tuple[float, float]] = {
@@ -204,15 +208,40 @@ class SO101PickPlaceTask(SO101LiftTask):
         return terminated | self._success() if self.cfg.terminate_on_success else terminated
 
 
+POLICY = Columns(SO101PickPlaceTask.observation_names["policy"])
+"""The ``policy`` group's columns by name."""
+
+
+def pick_place_expert(cfg: SO101PickPlaceCfg | None = None) -> SO101PickPlaceExpert:
+    """The task's scripted expert (:mod:`rslkit.envs.tasks.so101_pick_place_expert`) for ``cfg`` (default the
+    task's)."""
+    return SO101PickPlaceExpert(cfg or SO101PickPlaceCfg(), POLICY.names, CUBE_HALF_SIZE)
+
+
+def pick_place_distance(cfg: SO101PickPlaceCfg | None = None) -> GoalDistance:
+    """The task's success test on one observation (metres, 0 once placed): the cube's horizontal distance beyond
+    ``goal_radius`` plus its height above the goal, plus, until then, pads to cube."""
+    radius = (cfg or SO101PickPlaceCfg()).goal_radius
+    cube, goal, pads = POLICY["cube.*"], POLICY["goal.*"], POLICY["grasp_point.*"]
+
+    def distance(obs: Observation) -> float:
+        x = np.asarray(obs["policy"], dtype=np.float64)
+        lacking = max(float(np.linalg.norm(x[cube[:2]] - x[goal[:2]])) - radius, 0.0)
+        lacking += max(float(x[cube[2]] - x[goal[2]]), 0.0)
+        return lacking + float(np.linalg.norm(x[cube] - x[pads])) if lacking > 0.005 else 0.0
+
+    return distance
+
+
 def _make(cfg: SO101PickPlaceCfg, device: str) -> SO101PickPlaceTask:
     return SO101PickPlaceTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="so101-pick-place",
-        env_cfg=lambda: SO101PickPlaceCfg(num_envs=512),
-        make_env=_make,
-        description="SO-101 arm placing a cube at one of 4 goals named in a language instruction (MuJoCo)",
-    )
+TASK = TaskSpec(
+    name="so101-pick-place",
+    env_cfg=lambda: SO101PickPlaceCfg(num_envs=512),
+    make_env=_make,
+    description="SO-101 arm placing a cube at one of 4 goals named in a language instruction (MuJoCo)",
+    expert=pick_place_expert,
+    goal_distance=pick_place_distance,
 )

@@ -11,7 +11,10 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.envs.camera_cfg import CameraTaskCfg
-from rslkit.envs.registry import TaskSpec, register_task
+from rslkit.envs.columns import Columns
+from rslkit.envs.expert import GoalDistance, Observation, batched
+from rslkit.envs.task_spec import TaskSpec
+from rslkit.envs.tasks.arm_kinematics import ArmKinematics
 from rslkit.envs.torch_task import TorchTask
 
 if TYPE_CHECKING:
@@ -279,15 +282,50 @@ class SO101ReachTask(TorchTask):
         self._probe.close()
 
 
+POLICY = Columns(SO101ReachTask.observation_names["policy"])
+"""The ``policy`` group's columns by name."""
+
+
+class SO101ReachExpert:
+    """The scripted expert (``action_mode="absolute"``): damped least-squares inverse kinematics of the gripper
+    frame onto the target, with gravity compensation (the position servos sag under load by ``gravity torque /
+    kp``). Reads the normalized arm joints and the target by name."""
+
+    def __init__(self, cfg: SO101ReachCfg | None = None) -> None:
+        from rslkit.envs.mujoco.models import SO101_EE_SITE, load_so101
+
+        if cfg is not None and cfg.action_mode != "absolute":
+            raise ValueError("The so101-reach expert commands absolute joint targets: use --env.action_mode absolute.")
+        self.kin = ArmKinematics(load_so101(), ARM_JOINTS, [SO101_EE_SITE], SO101_EE_SITE)
+        self._joints = POLICY[",".join(f"{j}.pos_normalized" for j in ARM_JOINTS)]
+        self._target = POLICY["target.*"]
+        self._call = batched(self._one)
+
+    def _one(self, obs: np.ndarray) -> np.ndarray:
+        POLICY.check(obs.shape[-1], "The so101-reach expert")
+        q_goal = self.kin.solve(self.kin.joints(obs[self._joints]), obs[self._target], n=len(ARM_JOINTS))
+        return self.kin.action(self.kin.hold(q_goal))
+
+    def __call__(self, obs: Observation) -> np.ndarray:
+        return self._call(obs)
+
+
+def reach_distance(cfg: SO101ReachCfg | None = None) -> GoalDistance:
+    """The task's success test on one observation: gripper frame to target beyond ``success_radius`` (metres)."""
+    radius = (cfg or SO101ReachCfg()).success_radius
+    error = POLICY["target_minus_ee.*"]
+    return lambda obs: max(float(np.linalg.norm(np.asarray(obs["policy"])[error])) - radius, 0.0)
+
+
 def _make(cfg: SO101ReachCfg, device: str) -> SO101ReachTask:
     return SO101ReachTask(cfg, device)
 
 
-register_task(
-    TaskSpec(
-        name="so101-reach",
-        env_cfg=lambda: SO101ReachCfg(num_envs=512),
-        make_env=_make,
-        description="SO-101 arm reaching random end-effector targets (MuJoCo; --sim mujoco|warp)",
-    )
+TASK = TaskSpec(
+    name="so101-reach",
+    env_cfg=lambda: SO101ReachCfg(num_envs=512),
+    make_env=_make,
+    description="SO-101 arm reaching random end-effector targets (MuJoCo; --sim mujoco|warp)",
+    expert=SO101ReachExpert,
+    goal_distance=reach_distance,
 )

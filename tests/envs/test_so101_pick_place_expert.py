@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rslkit.realworld.experts import as_expert_observation, distance_for, expert_for
+from rslkit.envs.expert import as_expert_observation
+from rslkit.envs.registry import distance_for, expert_for
 
 torch.set_num_threads(1)
 

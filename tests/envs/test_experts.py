@@ -1,5 +1,6 @@
-"""Scripted experts: success rates with margin over a few episodes (so101-lift, so101-reach), pendulum's return,
-the expert registry, takeover from a perturbed state, and demonstrations the replay buffer accepts."""
+"""Scripted experts (``TaskSpec.expert``): success rates with margin over a few episodes (so101-lift, so101-reach),
+pendulum's return, the lookup by task, takeover from a perturbed state, and their demonstrations recorded by the one
+recorder into a LeRobot dataset that the replay buffer accepts."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from rslkit.envs.registry import get_task
-from rslkit.realworld.demos import expert_stats, record_expert_demonstrations
-from rslkit.realworld.experts import as_expert_observation, expert_for, scripted_human_for
+from rslkit.data import episode_stats, load_demonstrations, record_episodes, write_lerobot_dataset
+from rslkit.envs.expert import as_expert_observation, expert_policy
+from rslkit.envs.registry import expert_for, get_task
+from rslkit.realworld.experts import scripted_human_for
 from rslkit.realworld.sim_robot import StartStates
 
 torch.set_num_threads(1)
@@ -36,6 +38,11 @@ def _env(task: str, num_envs: int, seed: int, **kw):
     return spec.make_env(cfg, "cpu"), cfg
 
 
+def _stats(env, task: str, cfg, episodes: int) -> dict[str, float]:
+    """Success rate and mean return of ``episodes`` whole episodes of ``task``'s expert."""
+    return episode_stats(record_episodes(env, expert_policy(expert_for(task, cfg), env.device), episodes))
+
+
 def test_expert_for_lists_the_tasks_that_have_one() -> None:
     with pytest.raises(ValueError, match=r"cartpole.*\['pendulum', 'so101-lift', 'so101-pick-place', 'so101-reach'\]"):
         expert_for("cartpole")
@@ -44,7 +51,7 @@ def test_expert_for_lists_the_tasks_that_have_one() -> None:
 def test_so101_lift_expert_succeeds() -> None:
     _so101_model()
     env, cfg = _env("so101-lift", 10, seed=7)  # measured 100 % over 200 episodes; ask for 8 of 10
-    stats = expert_stats(env, expert_for("so101-lift", cfg), episodes=10, seed=7)
+    stats = _stats(env, "so101-lift", cfg, episodes=10)
     assert stats["success_rate"] >= 0.8, stats
 
 
@@ -62,7 +69,7 @@ def test_so101_lift_expert_takes_over_from_a_perturbed_state() -> None:
 def test_so101_reach_expert_succeeds_and_refuses_delta_mode() -> None:
     _so101_model()
     env, cfg = _env("so101-reach", 10, seed=5)  # measured 100 % over 200 episodes
-    stats = expert_stats(env, expert_for("so101-reach", cfg), episodes=10, seed=5)
+    stats = _stats(env, "so101-reach", cfg, episodes=10)
     assert stats["success_rate"] >= 0.8, stats
     _, delta_cfg = _env("so101-reach", 1, seed=0)
     delta_cfg.action_mode = "delta"
@@ -72,29 +79,30 @@ def test_so101_reach_expert_succeeds_and_refuses_delta_mode() -> None:
 
 def test_pendulum_expert_swings_up() -> None:
     env, cfg = _env("pendulum", 10, seed=1)
-    stats = expert_stats(env, expert_for("pendulum", cfg), episodes=10, seed=1)
+    stats = _stats(env, "pendulum", cfg, episodes=10)
     assert stats["mean_return"] > -300 and np.isnan(stats["success_rate"]), stats  # measured about -160
     one = expert_for("pendulum")({"policy": np.array([-1.0, 0.0, 0.5], np.float32)})
     assert one.shape == (1,)  # one env, no batch dimension
 
 
-def test_demonstrations_fit_the_replay_buffer_and_fill_start_states() -> None:
+def test_demonstrations_fit_the_replay_buffer_and_fill_start_states(tmp_path) -> None:
     from rslkit.storage.replay_buffer import ReplayBuffer, ReplayCfg
 
     env, cfg = _env("pendulum", 4, seed=2, episode_length=20)
     pool = StartStates(probability=1.0)
-    demos = record_expert_demonstrations(
-        env, expert_for("pendulum", cfg), episodes=6, noise=0.1, seed=0, start_states=pool
-    )
+    g = torch.Generator().manual_seed(0)
+    policy = expert_policy(expert_for("pendulum", cfg), env.device)
+    episodes = record_episodes(env, policy, 6, action_noise=0.1, generator=g, keep_states=True)
+    for episode in episodes:
+        pool.add_episode(episode.states)
+    assert len(pool) == 6 * 19  # the states of kept episodes, but their last
+    root = write_lerobot_dataset(tmp_path / "demos", episodes, fps=20, robot_type="pendulum")
+    demos = load_demonstrations(root, done_is_terminal=False)  # pendulum's episodes end by time only
     assert demos.batch_size == torch.Size([120])
-    assert demos["episode"].unique().tolist() == list(range(6))
-    ends = demos["truncated"] | demos["terminated"]
-    assert int(ends.sum()) == 6 and bool(ends[19::20].all())
-    assert bool(demos["next_valid"].all())  # final observations reported before the auto-reset
+    assert int(demos["truncated"].sum()) == 6 and bool(demos["truncated"][19::20].all())
     # within an episode, next_obs is the next step's obs
     torch.testing.assert_close(demos["next_obs", "policy"][:19], demos["obs", "policy"][1:20])
     assert float(demos["action"].abs().max()) <= 1.0
-    assert len(pool) == 6 * 19  # the states of kept episodes, but their last
     buffer = ReplayBuffer(env.get_observations(), env.num_actions, ReplayCfg(capacity=1000), "cpu")
     buffer.add_demonstrations(demos)
     assert buffer.num_demos == 120
@@ -103,8 +111,9 @@ def test_demonstrations_fit_the_replay_buffer_and_fill_start_states() -> None:
 def test_successful_only_and_scripted_human_for_a_task() -> None:
     _so101_model()
     env, cfg = _env("so101-reach", 4, seed=9)
-    demos = record_expert_demonstrations(env, expert_for("so101-reach", cfg), episodes=2, successful_only=True)
-    assert bool(demos["success"].all()) and demos.batch_size[0] == 2 * cfg.episode_length
+    policy = expert_policy(expert_for("so101-reach", cfg), env.device)
+    episodes = record_episodes(env, policy, 2, successful_only=True)
+    assert all(ep.succeeded for ep in episodes) and [len(ep) for ep in episodes] == [cfg.episode_length] * 2
     human = scripted_human_for("so101-reach", cfg, stall_steps=3, max_takeover_steps=5)
     human.reset()
     obs = {k: v[0] for k, v in as_expert_observation(env.get_observations()).items()}

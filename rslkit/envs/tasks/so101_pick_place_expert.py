@@ -1,29 +1,28 @@
-"""Scripted expert of ``so101-pick-place``: the lift expert's grasp, then carry, lower, release and retreat.
+"""Scripted expert of ``so101-pick-place`` (``TaskSpec.expert`` of :mod:`rslkit.envs.tasks.so101_pick_place`): the
+lift expert's grasp, then carry, lower, release and retreat.
 
-Stateless like the other experts (:mod:`rslkit.realworld.experts`): the phase follows from the observation, whose
-``policy`` group ends with the goal position. Until the cube is held, :class:`SO101LiftExpert` acts unchanged
-(rise, approach, close); once held, the cube is carried level (along a straight line, rate-limited) at
-``carry_height`` to above the goal, lowered to the floor there and released; the open gripper slides the fixed jaw
-off the cube where it still leans on it, then rises straight up and stays. The wrist roll keeps its command from the
-grasp throughout. A cube that lands off the goal is grasped again. Measured: 128 of 128 episodes (32 per goal),
-placed after 60 steps (median; at most 66), ~2.5 ms per env and step on one CPU core; with Gaussian action noise
-0.02 (``record_expert_demonstrations(noise=...)``) 64 of 64, with 0.05 about 40 % (the lift expert: about 55 %).
+Stateless like the other experts (:mod:`rslkit.envs.expert`): the phase follows from the observation, whose
+``policy`` group is the lift task's columns and the goal position (``goal.x``, ``goal.y``, ``goal.z``), read by
+name. Until the cube is held, :class:`~rslkit.envs.tasks.so101_lift_expert.SO101LiftExpert` acts unchanged (rise,
+approach, close); once held, the cube is carried level (along a straight line, rate-limited) at ``carry_height`` to
+above the goal, lowered to the floor there and released; the open gripper slides the fixed jaw off the cube where it
+still leans on it, then rises straight up and stays. The wrist roll keeps its command from the grasp throughout. A
+cube that lands off the goal is grasped again. Measured: 128 of 128 episodes (32 per goal), placed after 60 steps
+(median; at most 66), ~2.5 ms per env and step on one CPU core; with Gaussian action noise 0.02
+(``python -m rslkit.record --expert --action_noise 0.02``) 64 of 64, with 0.05 about 40 % (the lift expert: about
+55 %).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rslkit.envs.tasks.so101_lift import CUBE_HALF_SIZE
-from rslkit.realworld.experts import SO101LiftExpert, SO101LiftExpertCfg, _batched
-from rslkit.realworld.interventions import Observation
-
-POLICY_DIM = 36
-"""Columns of ``so101-pick-place``'s ``policy`` group (the lift task's 33, then the goal, 33-35)."""
+from rslkit.envs.expert import Observation, batched
+from rslkit.envs.tasks.so101_lift_expert import SO101LiftExpert, SO101LiftExpertCfg
 
 
 @dataclass
@@ -59,44 +58,41 @@ class SO101PickPlaceExpertCfg:
 
 
 class SO101PickPlaceExpert:
-    """``so101-pick-place``: grasp the cube as :class:`SO101LiftExpert` does, then place it at the goal.
-
-    Observation layout (see :class:`~rslkit.envs.tasks.so101_pick_place.SO101PickPlaceTask`): the lift task's 33
-    columns, then the goal position 33-35.
+    """Grasp the cube as :class:`SO101LiftExpert` does, then place it at the goal.
 
     Args:
-        cfg: the task's config (:class:`~rslkit.envs.tasks.so101_pick_place.SO101PickPlaceCfg`; default its own).
+        task_cfg: the task's config (``goal_radius`` and the lift task's fields).
+        names: the ``policy`` group's column names (the lift task's, then ``goal.x``, ``goal.y``, ``goal.z``).
+        cube_half_size: half edge of the cube (metres).
         expert_cfg: the place's way points.
         lift_cfg: the grasp's thresholds (the lift expert's).
     """
 
     def __init__(
         self,
-        cfg: Any = None,
+        task_cfg: Any,
+        names: Sequence[str],
+        cube_half_size: float,
         expert_cfg: SO101PickPlaceExpertCfg | None = None,
         lift_cfg: SO101LiftExpertCfg | None = None,
     ) -> None:
-        from rslkit.envs.tasks.so101_pick_place import SO101PickPlaceCfg
-
-        self.task_cfg = cfg or SO101PickPlaceCfg()
+        self.task_cfg = task_cfg
         self.cfg = expert_cfg or SO101PickPlaceExpertCfg()
-        self.lift = SO101LiftExpert(self.task_cfg, lift_cfg)
-        self._call = _batched(self._one)
+        self.lift = SO101LiftExpert(task_cfg, names, cube_half_size, lift_cfg)
+        self.goal = self.lift.columns["goal.*"]
+        self._call = batched(self._one)
 
     def phase(self, obs: np.ndarray) -> tuple[str, np.ndarray | None]:
-        """``(phase, target of the pads' midpoint)`` for one observation ``[36]``. Phases: the lift expert's
-        ``rise``, ``approach`` and ``close`` (target None: it acts), then ``up`` (held, low and away from the goal:
-        straight up first), ``carry`` (to ``carry_height`` above the goal), ``lower`` (onto the goal),
-        ``release`` (open, arm still until the moving jaw is off the cube), ``back_off`` (open, the fixed jaw
-        slides off the cube) and ``retreat`` (open, straight up)."""
-        if obs.shape[-1] != POLICY_DIM:
-            raise ValueError(
-                f"The so101-pick-place expert reads a policy group of {POLICY_DIM} columns (the lift task's 33, "
-                f"then the goal), got {obs.shape[-1]}; use it with so101-pick-place."
-            )
-        c = self.cfg
-        pads, cube, goal, touch, last_grip = obs[12:15], obs[15:18], obs[33:36], obs[25:27], obs[32]
-        height = cube[2] - CUBE_HALF_SIZE
+        """``(phase, target of the pads' midpoint)`` for one observation. Phases: the lift expert's ``rise``,
+        ``approach`` and ``close`` (target None: it acts), then ``up`` (held, low and away from the goal: straight
+        up first), ``carry`` (to ``carry_height`` above the goal), ``lower`` (onto the goal), ``release`` (open, arm
+        still until the moving jaw is off the cube), ``back_off`` (open, the fixed jaw slides off the cube) and
+        ``retreat`` (open, straight up)."""
+        self.lift.columns.check(obs.shape[-1], "The so101-pick-place expert")
+        c, lift = self.cfg, self.lift
+        pads, cube, goal = obs[lift.pads], obs[lift.cube], obs[self.goal]
+        touch, last_grip = obs[lift.touch], obs[lift.last_grip]
+        height = cube[2] - lift.cube_half_size
         to_goal = np.linalg.norm(cube[:2] - goal[:2])
         if height < c.release_below and to_goal < self.task_cfg.goal_radius:  # placed, or about to be released
             if last_grip > 0:  # released: the arm stays until the moving jaw is off the cube, ...
@@ -109,7 +105,7 @@ class SO101PickPlaceExpert:
                 return "retreat", np.array([pads[0], pads[1], cube[2] + c.retreat_height])
             if to_goal < c.place_within:
                 return "release", None
-        lift_phase, _ = self.lift.phase(obs[:33])
+        lift_phase, _ = lift.phase(obs)
         if lift_phase != "carry":
             return lift_phase, None
         offset = pads[:2] - cube[:2]  # where the cube hangs from the pads
@@ -123,14 +119,14 @@ class SO101PickPlaceExpert:
     def _one(self, obs: np.ndarray) -> np.ndarray:
         phase, target = self.phase(obs)
         if target is None and phase != "release":
-            return self.lift._one(obs[:33])
-        last_arm = obs[27:32]
+            return self.lift._one(obs)
+        last_arm = obs[self.lift.last_arm]
         if phase == "release":
             return np.append(last_arm, 1.0)
         assert target is not None
         grip = 1.0 if phase in ("back_off", "retreat") else -1.0
         lift = self.lift
-        q = lift.kin.joints(obs[0:6])  # the gripper where it is (on the cube): it moves the pads' midpoint by ~2 cm
+        q = lift.kin.joints(obs[lift.joints])  # the gripper where it is (on the cube): it moves the pads by ~2 cm
         # Pointing down, the wrist roll only turns the cube about the vertical: it keeps its command from the grasp
         # (a cube tilted in the jaws has no clean yaw to align with), the other four joints place the pads.
         down = np.array([0.0, 0.0, -1.0])
@@ -143,16 +139,3 @@ class SO101PickPlaceExpert:
     def __call__(self, obs: Observation) -> np.ndarray:
         """Actions ``[..., 6]`` for observation groups whose ``policy`` is ``[..., 36]``."""
         return self._call(obs)
-
-
-def pick_place_distance(env_cfg: Any = None) -> Callable[[Observation], float]:
-    """Distance to the goal of one ``so101-pick-place`` observation (metres, 0 once placed): the cube's horizontal
-    distance beyond ``goal_radius`` plus its height above the floor, plus, until then, pads to cube."""
-    radius = getattr(env_cfg, "goal_radius", 0.03)
-
-    def distance(obs: Observation) -> float:
-        x = np.asarray(obs["policy"], dtype=np.float64)
-        lacking = max(float(np.linalg.norm(x[15:17] - x[33:35])) - radius, 0.0) + max(float(x[17]) - x[35], 0.0)
-        return lacking + float(np.linalg.norm(x[15:18] - x[12:15])) if lacking > 0.005 else 0.0
-
-    return distance
