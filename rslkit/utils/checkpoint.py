@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import pickle
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from numpy._core.multiarray import _reconstruct  # type: ignore[attr-defined]  # what pickles of arrays call
 
 from rslkit.utils.atomic_write import atomic_open
 
@@ -26,12 +27,12 @@ CHECKPOINT_VERSION = 2
 _PLAIN_LEAVES = (str, int, float, bool, type(None), torch.dtype, torch.device, torch.Size)
 """Exact types (a NumPy scalar subclasses float but pickles as a NumPy object) the restricted unpickler reads."""
 
-_NUMERIC_NDARRAY = [
+_NUMERIC_NDARRAY: list[Callable[..., Any] | tuple[Callable[..., Any], str]] = [
     np.ndarray,
     np.dtype,
     np.dtypes.UInt32DType,
-    (np._core.multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),  # written by NumPy 1
-    np._core.multiarray._reconstruct,
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),  # written by NumPy 1
+    _reconstruct,
 ]
 """What version-1 checkpoints need besides plain data: the NumPy RNG state, a ``uint32`` array (only array
 rebuilding and that one numeric dtype: an object array cannot be built, so nothing of the file's choosing runs)."""
