@@ -4,8 +4,8 @@ payload, anything but plain data is refused at save time, and version-1 files (a
 from __future__ import annotations
 
 import pickle
-import re
 import random
+import re
 from pathlib import Path
 
 import numpy as np
