@@ -91,8 +91,24 @@ def _refusal(path: Path, err: pickle.UnpicklingError) -> ValueError:
     )
 
 
+def load_plain(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
+    """Read a torch file of plain data (tensors, containers, numbers, strings) with the restricted unpickler: the
+    one ``torch.load`` of rslkit (checkpoints, a progress critic's optimizer state).
+
+    Raises:
+        ValueError: a corrupt file, or one holding Python objects other than plain data (refused: nothing runs).
+    """
+    try:
+        with torch.serialization.safe_globals(_NUMERIC_NDARRAY):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise _refusal(Path(path), err) from None
+    except Exception as err:  # torch raises several types for corrupt files
+        raise ValueError(f"Could not read checkpoint '{path}': {err}") from err
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint` with torch's restricted unpickler.
+    """Read a checkpoint written by :func:`save_checkpoint` (with :func:`load_plain`).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist (says where checkpoints live).
@@ -105,13 +121,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"Checkpoint '{path}' does not exist. Checkpoints are written as <logdir>/<task>/<run>/model_<iter>.pt; "
             "pass one with --checkpoint, or use --resume to pick the latest run's last checkpoint."
         )
-    try:
-        with torch.serialization.safe_globals(_NUMERIC_NDARRAY):
-            data = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise _refusal(path, err) from None
-    except Exception as err:  # torch raises several types for corrupt files
-        raise ValueError(f"Could not read checkpoint '{path}': {err}") from err
+    data = load_plain(path, map_location)
     if not isinstance(data, dict) or "rslkit_checkpoint_version" not in data:
         raise ValueError(
             f"'{path}' is not an rslkit checkpoint (no 'rslkit_checkpoint_version'); rsl_rl checkpoints hold only "

@@ -14,10 +14,10 @@ import torch
 
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.checkpoint import load_checkpoint, save_checkpoint
+from rslkit.utils.checkpoint import load_checkpoint, load_plain, save_checkpoint
 
 
-class _CreatesFile:
+class CreatesFile:
     """Unpickling this opens (creates) ``marker``: the stand-in for any code a crafted checkpoint would run."""
 
     def __init__(self, marker: Path) -> None:
@@ -33,11 +33,11 @@ class _NoEnvState:
 
 def test_crafted_checkpoint_is_refused_without_running_its_payload(tmp_path: Path) -> None:
     live = tmp_path / "live"
-    pickle.loads(pickle.dumps(_CreatesFile(live)))  # the payload is real: plain unpickling runs it
+    pickle.loads(pickle.dumps(CreatesFile(live)))  # the payload is real: plain unpickling runs it
     assert live.exists()
     marker = tmp_path / "pwned"
     path = tmp_path / "model_1.pt"
-    torch.save({"rslkit_checkpoint_version": 2, "algorithm": "ppo", "alg": _CreatesFile(marker)}, path)
+    torch.save({"rslkit_checkpoint_version": 2, "algorithm": "ppo", "alg": CreatesFile(marker)}, path)
     with pytest.raises(ValueError, match=r"Refused to load checkpoint .*io\.open.*nothing from it was run"):
         load_checkpoint(path)
     assert not marker.exists()
@@ -92,3 +92,13 @@ def test_version_1_checkpoint_with_numpy_rng_state_still_loads(tmp_path: Path) -
     np.random.seed(9)
     restore_run_state(load_checkpoint(tmp_path / "old.pt"), _NoEnvState(), stats)  # type: ignore[arg-type]
     assert np.random.rand() == expected
+
+
+def test_load_plain_refuses_a_crafted_file_without_a_checkpoint_envelope(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    torch.save([CreatesFile(marker)], tmp_path / "optimizer.pt")
+    with pytest.raises(ValueError, match=r"Refused to load checkpoint .*io\.open"):
+        load_plain(tmp_path / "optimizer.pt")
+    assert not marker.exists()
+    torch.save({"state": {0: {"step": torch.tensor(3.0)}}, "param_groups": [{"lr": 0.1}]}, tmp_path / "ok.pt")
+    assert load_plain(tmp_path / "ok.pt")["param_groups"] == [{"lr": 0.1}]
