@@ -151,30 +151,27 @@ def clone_expert(runner, pairs: tuple[torch.Tensor, torch.Tensor], updates: int,
 
 def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: Path, cameras: bool) -> dict:
     from rslkit.recipes import build_run
-    from rslkit.recipes.learned_reward import RewardChoice
+    from rslkit.recipes.learned_reward import RewardCfg, RewardChoice
     from rslkit.rewards.done_refit import DoneRefitCfg
-    from rslkit.rewards.value import ValueCfg
 
     overrides = (["--env.cameras", "front"] if cameras else []) + shlex.split(args.overrides)
     if args.bc_init:
         overrides += ["--agent.policy.init_std", str(args.init_std)]
-    choice = RewardChoice(
-        reward,
-        goal,
-        ValueCfg(
-            dead_band=args.dead_band,
-            stride=args.stride,
-            done_threshold=0.9,
-            done_bonus=args.done_bonus,
-            end_on_done=not args.no_end_on_done,
-            progress_weight=args.progress_weight,
-            accumulate=args.accumulate,
-            done_term=args.done_term,
+    settings = RewardCfg(
+        goal=goal,
+        dead_band=args.dead_band,
+        stride=args.stride,
+        done_threshold=0.9,
+        done_bonus=args.done_bonus,
+        end_on_done=not args.no_end_on_done,
+        progress_weight=args.progress_weight,
+        accumulate=args.accumulate,
+        done_term=args.done_term,
+        refit=DoneRefitCfg(
+            args.refit_every, args.refit_updates, visit_prior=args.visit_prior, encoder=args.refit_encoder
         ),
-        DoneRefitCfg(args.refit_every, args.refit_updates, visit_prior=args.visit_prior, encoder=args.refit_encoder)
-        if args.refit_every
-        else None,
     )
+    choice = RewardChoice(reward, settings if reward.startswith("learned:") else RewardCfg())
     t0 = time.time()
     run_dir = logdir / f"{reward[:7]}_{seed}"
     env, runner = build_run(

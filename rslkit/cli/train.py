@@ -13,9 +13,7 @@ from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes import build_run, latest_run, load_run, task_dir_name
-from rslkit.recipes.learned_reward import RewardChoice
-from rslkit.rewards.done_refit import DoneRefitCfg
-from rslkit.rewards.value import ValueCfg
+from rslkit.recipes.learned_reward import RewardChoice, refuse_renamed_flags
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.allocator import share_one_malloc_arena
 from rslkit.utils.checkpoint import latest_checkpoint
@@ -48,55 +46,16 @@ def main(argv: list[str] | None = None) -> Any:
         "--threads", type=int, help="torch intra-op CPU threads (default: torch's; 1 is fastest for small nets)"
     )
     parser.add_argument(
-        "--reward", default="task", help="task (the env's reward) or learned:PATH (a progress critic, rslkit.rewards)"
+        "--reward",
+        default="task",
+        help="task (the env's reward) or learned:PATH (a progress critic, rslkit.rewards); its settings are "
+        "--reward.<field> (--reward.dead_band 0.02, --reward.refit.every 100: docs/rewards.md)",
     )
-    parser.add_argument("--reward_goal", help="language goal for --reward learned:PATH (default: the critic's goal)")
-    parser.add_argument("--reward_stride", type=int, default=1, help="control steps between critic calls")
-    parser.add_argument("--reward_dead_band", type=float, default=0.02, help="|progress| below this counts as 0")
-    parser.add_argument(
-        "--reward_done_threshold", type=float, default=0.9, help="critic done probability that ends an episode"
-    )
-    parser.add_argument(
-        "--reward_end_on_done",
-        type=lambda v: v.lower() in ("1", "true", "yes"),
-        default=True,
-        help="end episodes when the critic's done probability reaches the threshold (true|false, default true)",
-    )
-    parser.add_argument(
-        "--reward_done_bonus", type=float, default=0.0, help="weight of the critic's done probability in each reward"
-    )
-    parser.add_argument(
-        "--reward_scale",
-        type=float,
-        default=1.0,
-        help="learned rewards are multiplied by this (SAC's temperature "
-        "is tuned against the reward's scale; an episode's value increments sum to at most 1)",
-    )
-    parser.add_argument(
-        "--reward_accumulate", default="vlac", help="vlac (VLAC's value recursion) or sum (the clipped sum of deltas)"
-    )
-    parser.add_argument(
-        "--reward_progress_weight", type=float, default=1.0,
-        help="weight of the value increments (0 with --reward_done_bonus > 0: the done classifier's reward alone)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reward_done_term", default="prob",
-        help="what --reward_done_bonus pays: prob (the done probability D) or log_odds (VICE: log D - log(1 - D))",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reward_refit_every", type=int, default=0,
-        help="control steps between refits of the critic's done head on the run's own visits (VICE; 0: never)",
-    )  # fmt: skip
-    parser.add_argument("--reward_refit_updates", type=int, default=20, help="Adam steps per done-head refit")
-    parser.add_argument(
-        "--reward_refit_visit_prior", type=float, default=0.0,
-        help="0: visits are the refits' negatives (VICE); pi > 0: unlabeled, a fraction pi done (nnPU loss)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reward_refit_encoder", type=lambda v: v.lower() in ("1", "true", "yes"), default=False,
-        help="refits train the critic's frame encoder too (true|false, default false: the done head alone)",
-    )  # fmt: skip
     args, overrides = parser.parse_known_args(argv)
+    try:
+        refuse_renamed_flags(overrides)
+    except ValueError as err:
+        parser.error(str(err))
 
     if args.threads is not None:
         if args.threads < 1:
@@ -151,24 +110,7 @@ def _build(
         run_dir = Path(args.logdir) / task_dir_name(args.task) / name
         fields = {k: getattr(args, k) for k in ("dataset", "pretrained") if getattr(args, k) is not None}
         seed = 0 if args.seed is None else args.seed
-        value = ValueCfg(
-            args.reward_dead_band,
-            args.reward_stride,
-            args.reward_done_threshold,
-            done_bonus=args.reward_done_bonus,
-            end_on_done=args.reward_end_on_done,
-            reward_scale=args.reward_scale,
-            accumulate=args.reward_accumulate,
-            progress_weight=args.reward_progress_weight,
-            done_term=args.reward_done_term,
-        )
-        refit = DoneRefitCfg(
-            args.reward_refit_every,
-            args.reward_refit_updates,
-            visit_prior=args.reward_refit_visit_prior,
-            encoder=args.reward_refit_encoder,
-        )
-        reward = RewardChoice(args.reward, args.reward_goal, value, refit if refit.every > 0 else None)
+        reward = RewardChoice(args.reward)
         env, runner = build_run(
             args.task,
             args.algo,

@@ -35,5 +35,5 @@ def cartpole_ppo_cfg() -> PPORunnerCfg:
 RECIPES: dict[str, Callable[[], Any]] = {"ppo": cartpole_ppo_cfg, "sac": small_task_sac_cfg}
 """Algorithm name -> default agent config of ``cartpole``."""
 
-ENV_OVERRIDES: dict[str, list[str]] = {"sac": ["--env.action_type", "continuous"]}
+ENV_SETTINGS: dict[str, dict[str, Any]] = {"sac": {"action_type": "continuous"}}
 """Env settings a recipe needs (SAC acts in continuous cartpole; PPO's categorical policy in the discrete one)."""

@@ -1,7 +1,7 @@
 """(task, algorithm) -> default agent config: the recipe that trains a task with an algorithm.
 
 Built-in tasks keep their recipes in one module each (``rslkit/recipes/<task>.py``: a ``RECIPES`` dict, and an
-``ENV_OVERRIDES`` dict where a recipe needs other env settings than the task's defaults);
+``ENV_SETTINGS`` dict where a recipe needs other env settings than the task's defaults);
 ``gym:<EnvId>`` tasks get Stable-Baselines3 zoo's settings (:mod:`rslkit.recipes.gym`); a user's task adds its own
 in a ``RECIPES`` dict of its module (``--task package.module:attribute``) or with :func:`register_recipe`, or
 trains with the algorithm's default config.
@@ -67,11 +67,23 @@ def recipes_of(task: str) -> dict[str, Callable[[], Any]]:
     return out
 
 
-def env_overrides(task: str, algo: str) -> list[str]:
-    """Env-config overrides the ``algo`` recipe of ``task`` needs (``ENV_OVERRIDES`` of its recipe module), in
-    command-line form; applied before the user's own."""
+def env_settings(task: str, algo: str) -> dict[str, Any]:
+    """Env-config settings the ``algo`` recipe of ``task`` needs (``ENV_SETTINGS`` of its recipe module: algorithm
+    -> ``{field path: typed value}``, e.g. ``{"sac": {"action_type": "continuous"}}``); applied with
+    :func:`rslkit.utils.config.apply_settings` before the user's ``--env.*`` overrides.
+
+    Raises:
+        ValueError: a module that still defines ``ENV_OVERRIDES`` (command-line tokens, replaced by ``ENV_SETTINGS``).
+    """
     module = _recipe_module(task)
-    return list(getattr(module, "ENV_OVERRIDES", {}).get(algo, [])) if module is not None else []
+    if module is None:
+        return {}
+    if hasattr(module, "ENV_OVERRIDES"):
+        raise ValueError(
+            f"{module.__name__}.ENV_OVERRIDES (command-line tokens) is no longer read: write the recipe's env settings "
+            'as ENV_SETTINGS = {"<algo>": {"<field>": value}}, e.g. {"sac": {"action_type": "continuous"}}.'
+        )
+    return dict(getattr(module, "ENV_SETTINGS", {}).get(algo, {}))
 
 
 def agent_cfg(task: str, algo: str) -> Any:

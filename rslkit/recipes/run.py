@@ -17,11 +17,11 @@ from rslkit.envs.registry import TaskSpec, get_task
 from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes.algorithms import get_algorithm
 from rslkit.recipes.catalog import agent_cfg as recipe_agent_cfg
-from rslkit.recipes.catalog import env_overrides
+from rslkit.recipes.catalog import env_settings
 from rslkit.recipes.learned_reward import RewardChoice, wrap_env
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
-from rslkit.utils.config import apply_overrides, from_dict, to_dict
+from rslkit.utils.config import apply_overrides, apply_settings, from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.seeding import seed_everything
 from rslkit.utils.validation import validate
@@ -91,8 +91,10 @@ def _assemble(
     log_dir: str | Path | None,
     dist_info: DistInfo | None,
     reward: RewardChoice | None = None,
+    env_defaults: dict[str, Any] | None = None,
 ) -> tuple[VecEnv, BaseRunner]:
     dist = dist_info or DistInfo()
+    apply_settings(env_cfg, env_defaults or {}, "env")  # the recipe's, before the command line's
     _set_num_envs(env_cfg, num_envs)
     if max_iterations is not None:
         agent.max_iterations = max_iterations
@@ -102,7 +104,12 @@ def _assemble(
         setattr(agent, name, value)
     env_cfg.seed = seed + dist.rank
     apply_sim(env_cfg, sim, spec.name)  # another backend than the checkpoint's is fine: the state layout is shared
-    apply_overrides({"env": env_cfg, "agent": agent}, list(overrides))
+    roots: dict[str, Any] = {"env": env_cfg, "agent": agent}
+    if reward is not None:
+        roots["reward"] = reward.cfg
+    apply_overrides(roots, list(overrides))
+    if reward is not None:
+        reward.check()
     seed_everything(seed + dist.rank)
     env = spec.make_env(env_cfg, str(device))
     run_info = {"task": spec.name, "seed": seed, "env_cfg": to_dict(env_cfg)}
@@ -168,7 +175,8 @@ def build_run(
         dist_info: torchrun rank layout.
         runner_cls: a runner class (or factory) to use instead of ``algo``'s, taking the same arguments and config
             (the real-world learner is SAC's runner with a network-fed loop).
-        reward: ``--reward learned:PATH``: the env's reward replaced by a progress critic's (recorded in the run).
+        reward: ``--reward learned:PATH``: the env's reward replaced by a progress critic's (recorded in the run);
+            its settings take ``--reward.<field>`` overrides.
 
     Returns:
         ``(env, runner)``; call ``runner.learn()``.
@@ -187,7 +195,7 @@ def build_run(
         seed=seed,
         num_envs=num_envs,
         sim=sim,
-        overrides=[*env_overrides(spec.name, algo), *overrides],
+        overrides=overrides,
         max_iterations=max_iterations,
         agent_fields=agent_fields,
         algo=algo,
@@ -195,6 +203,7 @@ def build_run(
         log_dir=log_dir,
         dist_info=dist_info,
         reward=reward,
+        env_defaults=env_settings(spec.name, algo),
     )
 
 

@@ -77,5 +77,5 @@ RECIPES: dict[str, Callable[[], Any]] = {
 }
 """Algorithm name -> default agent config of ``so101-pick-place``."""
 
-ENV_OVERRIDES: dict[str, list[str]] = {"vla-bc": ["--env.cameras", "table"], "vla-reinflow": ["--env.cameras", "table"]}
+ENV_SETTINGS: dict[str, dict[str, Any]] = {"vla-bc": {"cameras": ("table",)}, "vla-reinflow": {"cameras": ("table",)}}
 """The VLA recipes read the table camera, which the env renders only when asked."""

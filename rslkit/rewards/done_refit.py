@@ -37,11 +37,12 @@ from rslkit.envs.camera_groups import CAMERA_PREFIX
 from rslkit.rewards.goal_examples import GoalExamples
 from rslkit.rewards.progress_model import ProgressModel
 from rslkit.rewards.training import shift_images
+from rslkit.utils.validation import expect, validate
 
 
 @dataclass
 class DoneRefitCfg:
-    """When and how the done head is refitted. CLI: ``train.py --reward_refit_*``."""
+    """When and how the done head is refitted. CLI: ``train.py --reward.refit.<field>``."""
 
     every: int = 0
     """Control steps between refits (0: never: the critic stays as trained)."""
@@ -62,17 +63,17 @@ class DoneRefitCfg:
     """Random image shift in pixels of camera frames (as in the critic's training)."""
 
     def check(self) -> None:
-        """Raise ``ValueError`` for a setting the refits cannot run with."""
+        """Raise ``ConfigError`` for a setting the refits cannot run with (``validate(cfg, "reward.refit")`` names
+        ``--reward.refit.<field>``)."""
         for name in ("every", "updates", "buffer", "augment_shift"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"--reward_refit_{name} must be an integer >= 0, got {value!r}.")
-        if self.every > 0 and (self.updates < 1 or self.buffer < 1 or self.batch_size < 2):
-            raise ValueError("Refits need updates >= 1, buffer >= 1 and batch_size >= 2.")
-        if not 0.0 <= self.demo_negatives <= 1.0 or not self.learning_rate > 0:
-            raise ValueError("demo_negatives must be in [0, 1] and learning_rate > 0.")
-        if not 0.0 <= self.visit_prior < 1.0:
-            raise ValueError(f"--reward_refit_visit_prior must be in [0, 1), got {self.visit_prior}.")
+            expect(isinstance(value, int) and value >= 0, name, f"must be an integer >= 0, got {value!r}")
+        if self.every > 0:
+            for name, least in (("updates", 1), ("buffer", 1), ("batch_size", 2)):
+                expect(getattr(self, name) >= least, name, f"must be >= {least} for refits, got {getattr(self, name)}")
+        expect(0.0 <= self.demo_negatives <= 1.0, "demo_negatives", f"must be in [0, 1], got {self.demo_negatives}")
+        expect(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
+        expect(0.0 <= self.visit_prior < 1.0, "visit_prior", f"must be in [0, 1), got {self.visit_prior}")
 
 
 class DoneRefitter:
@@ -89,7 +90,7 @@ class DoneRefitter:
     """
 
     def __init__(self, model: ProgressModel, examples: GoalExamples, cfg: DoneRefitCfg, seed: int = 0) -> None:
-        cfg.check()
+        validate(cfg, "reward.refit")
         model.encoder.check(examples.frames[:1])
         unknown = sorted(set(examples.goals) - set(model.goal_table.goals))
         if unknown:

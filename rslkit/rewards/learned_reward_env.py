@@ -75,7 +75,7 @@ class LearnedRewardEnv(VecEnv):
         if goal is None and not (getattr(env, "instructions", None) and INSTRUCTION_INDEX_GROUP in obs.keys()):
             raise ValueError(
                 f"{type(env).__name__} draws no instruction per episode (no `instructions` with a "
-                f"'{INSTRUCTION_INDEX_GROUP}' observation group): give the critic's goal (--reward_goal TEXT)."
+                f"'{INSTRUCTION_INDEX_GROUP}' observation group): give the critic's goal (--reward.goal TEXT)."
             )
         n = env.num_envs
         self._anchor = obs.clone()
@@ -188,7 +188,7 @@ class LearnedRewardEnv(VecEnv):
             new_value = value_step(self.value[scored], delta, self.cfg.accumulate)
             bonus = self.cfg.done_bonus * done_term(score.done.float(), self.cfg.done_term)
             progress = self.cfg.progress_weight * (new_value - self.value[scored])
-            rewards[scored] = self.cfg.reward_scale * (progress + bonus)
+            rewards[scored] = self.cfg.scale * (progress + bonus)
             self.value[scored] = new_value
             self._anchor[ids] = last[ids]
             self._since[scored] = 0

@@ -27,6 +27,8 @@ from rslkit.envs.camera_groups import CAMERA_PREFIX
 from rslkit.rewards.goal_examples import GOAL_EXAMPLES, goal_examples, save_goal_examples
 from rslkit.rewards.pairs import PairBatch, PairSampler, PairSamplerCfg, ProgressData
 from rslkit.rewards.progress_model import ProgressModel, load_progress_model, save_progress_model
+from rslkit.utils.atomic_write import atomic_open
+from rslkit.utils.checkpoint import load_plain
 
 
 @dataclass
@@ -113,7 +115,7 @@ def train_progress_model(
         model.goal_table.embeddings = torch.zeros_like(saved.goal_table.embeddings)
         model.load_state_dict(saved.state_dict())
         model.goal_table.goals = saved.goal_table.goals
-        optimizer.load_state_dict(torch.load(out_dir / "optimizer.pt", weights_only=True))
+        optimizer.load_state_dict(load_plain(out_dir / "optimizer.pt"))
         step, history = int(extra["step"]), list(extra["history"])
     else:
         model.fit_goals([*data.goals, *cfg.sampler.distractor_goals])
@@ -158,8 +160,7 @@ def train_progress_model(
 def _checkpoint(model, optimizer, out_dir: Path, step: int, history: list, cfg: ProgressTrainCfg) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = {"step": step, "history": history, "train_cfg": asdict(cfg)}
-    tmp = out_dir / "optimizer.pt.tmp"
-    torch.save(optimizer.state_dict(), tmp)
-    tmp.replace(out_dir / "optimizer.pt")
+    with atomic_open(out_dir / "optimizer.pt") as f:
+        torch.save(optimizer.state_dict(), f)
     save_progress_model(model, out_dir / "model.safetensors", extra)
     (out_dir / "history.json").write_text(json.dumps(history, indent=1))

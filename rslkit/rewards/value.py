@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rslkit.utils.validation import expect
+
 ACCUMULATE = ("vlac", "sum")
 """How deltas accumulate into a value: VLAC's recursion, or their clipped sum."""
 DONE_TERMS = ("prob", "log_odds")
@@ -47,8 +49,8 @@ class ValueCfg:
     end_on_done: bool = True
     """End episodes when the critic says done (False: the task's own terminations and time-outs only; a critic whose
     done head fires early then cannot cut episodes short, which a policy learns to exploit)."""
-    reward_scale: float = 1.0
-    """Reward = ``reward_scale * (progress_weight * (v_t - v_{t-1}) + done_bonus * done_term(D(o_t)))``."""
+    scale: float = 1.0
+    """Reward = ``scale * (progress_weight * (v_t - v_{t-1}) + done_bonus * done_term(D(o_t)))``."""
     done_bonus: float = 0.0
     """Weight of the done probability in each scored step's reward (0: value increments only)."""
     progress_weight: float = 1.0
@@ -62,31 +64,38 @@ class ValueCfg:
     refits on online data (:mod:`rslkit.rewards.done_refit`) have pushed ``D`` near 0 wherever the policy goes."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.dead_band < 1.0:
-            raise ValueError(f"dead_band must be in [0, 1), got {self.dead_band}.")
-        if self.stride < 1:
-            raise ValueError(f"stride must be >= 1, got {self.stride}.")
-        if self.accumulate not in ACCUMULATE:
-            raise ValueError(f"accumulate must be one of {ACCUMULATE}, got {self.accumulate!r}.")
-        if not self.reward_scale > 0:
-            raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}.")
-        if self.done_bonus < 0:
-            raise ValueError(f"done_bonus must be >= 0, got {self.done_bonus}.")
-        check_reward_weights(self.progress_weight, self.done_bonus)
-        if self.done_term not in DONE_TERMS:
-            raise ValueError(f"done_term must be one of {DONE_TERMS}, got {self.done_term!r}.")
-        if not 0.0 < self.done_threshold <= 1.0:
-            raise ValueError(f"done_threshold must be in (0, 1], got {self.done_threshold}.")
+        for name, problem in self.problems():
+            raise ValueError(f"{name} {problem}.")
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` for the first bad field (``validate(cfg, "reward")`` names ``--reward.<field>``)."""
+        for name, problem in self.problems():
+            expect(False, name, problem)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """``(field, what is wrong)`` for every field the value recursion cannot run with (empty: all good)."""
+        rules = [
+            (0.0 <= self.dead_band < 1.0, "dead_band", f"must be in [0, 1), got {self.dead_band}"),
+            (self.stride >= 1, "stride", f"must be >= 1, got {self.stride}"),
+            (self.accumulate in ACCUMULATE, "accumulate", f"must be one of {ACCUMULATE}, got {self.accumulate!r}"),
+            (self.scale > 0, "scale", f"must be > 0, got {self.scale}"),
+            (self.done_bonus >= 0, "done_bonus", f"must be >= 0, got {self.done_bonus}"),
+            (self.progress_weight >= 0, "progress_weight", f"must be >= 0, got {self.progress_weight}"),
+            (
+                self.progress_weight != 0 or self.done_bonus > 0,
+                "progress_weight",
+                "0 needs done_bonus > 0 (the done classifier's reward); every reward would be 0",
+            ),
+            (self.done_term in DONE_TERMS, "done_term", f"must be one of {DONE_TERMS}, got {self.done_term!r}"),
+            (0.0 < self.done_threshold <= 1.0, "done_threshold", f"must be in (0, 1], got {self.done_threshold}"),
+        ]
+        return [(name, problem) for ok, name, problem in rules if not ok]
 
 
 def check_reward_weights(progress_weight: float, done_bonus: float) -> None:
-    """Raise ``ValueError`` for a negative ``progress_weight`` or weights that make every reward 0."""
-    if progress_weight < 0:
-        raise ValueError(f"progress_weight must be >= 0, got {progress_weight}.")
-    if progress_weight == 0 and done_bonus <= 0:
-        raise ValueError(
-            "progress_weight 0 needs done_bonus > 0 (the done classifier's reward); every reward would be 0."
-        )
+    """Raise ``ValueError`` for a negative ``progress_weight`` or weights that make every reward 0 (the rules of
+    :meth:`ValueCfg.problems`)."""
+    ValueCfg(progress_weight=progress_weight, done_bonus=done_bonus)
 
 
 def done_term(done: torch.Tensor, kind: str = "prob") -> torch.Tensor:

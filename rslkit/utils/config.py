@@ -106,13 +106,11 @@ def parse_value(text: str, typ: Any) -> Any:
     raise ValueError(f"cannot parse a value of type {typ} from the command line")
 
 
-def set_field(cfg: Any, path: str, text: str, prefix: str = "") -> None:
-    """Set the field at dotted ``path`` (relative to ``cfg``) from its command-line string.
-
-    ``prefix`` (``agent``, ``env``) is where ``cfg`` sits on the command line; messages name the full path.
+def _leaf(cfg: Any, path: str, prefix: str) -> tuple[Any, str, Any]:
+    """``(node, name, type)`` of the field at dotted ``path`` of ``cfg``: ``setattr(node, name, value)`` sets it.
 
     Raises:
-        ValueError: for an unknown field (with close matches) or a value of the wrong type.
+        ValueError: for an unknown field (with close matches) or a path that ends at a group of settings.
     """
     parts = path.split(".")
     node = cfg
@@ -123,18 +121,65 @@ def set_field(cfg: Any, path: str, text: str, prefix: str = "") -> None:
             close = [dot + c for c in difflib.get_close_matches(path, known, n=3)]
             hint = f" Did you mean: {', '.join(close)}?" if close else f" Known fields: {', '.join(known)}."
             raise ValueError(f"Unknown config field '{dot}{path}'.{hint}")
-        if depth == len(parts) - 1:
-            typ = get_type_hints(type(node))[name]
-            if dataclasses.is_dataclass(typ):
-                raise ValueError(
-                    f"'{dot}{path}' is a group of settings; set one of its fields, e.g. '{dot}{path}.<field>'."
-                )
-            try:
-                setattr(node, name, parse_value(text, typ))
-            except ValueError as err:
-                raise ValueError(f"Bad value for '{dot}{path}': {err}") from None
-        else:
+        if depth < len(parts) - 1:
             node = getattr(node, name)
+    typ = get_type_hints(type(node))[parts[-1]]
+    if dataclasses.is_dataclass(typ):
+        raise ValueError(f"'{dot}{path}' is a group of settings; set one of its fields, e.g. '{dot}{path}.<field>'.")
+    return node, parts[-1], typ
+
+
+def set_field(cfg: Any, path: str, text: str, prefix: str = "") -> None:
+    """Set the field at dotted ``path`` (relative to ``cfg``) from its command-line string.
+
+    ``prefix`` (``agent``, ``env``) is where ``cfg`` sits on the command line; messages name the full path.
+
+    Raises:
+        ValueError: for an unknown field (with close matches) or a value of the wrong type.
+    """
+    node, name, typ = _leaf(cfg, path, prefix)
+    try:
+        setattr(node, name, parse_value(text, typ))
+    except ValueError as err:
+        raise ValueError(f"Bad value for '{prefix + '.' if prefix else ''}{path}': {err}") from None
+
+
+def _fits(value: Any, typ: Any) -> bool:
+    """Whether the Python ``value`` is of the field type ``typ`` (the types :func:`parse_value` reads)."""
+    origin = get_origin(typ)
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, arg) for arg in get_args(typ))
+    if origin is Literal:
+        return value in get_args(typ)
+    if origin in (tuple, list):
+        inner = get_args(typ)[0] if get_args(typ) else typing.Any
+        return isinstance(value, origin) and all(_fits(item, inner) for item in value)
+    if typ is typing.Any:
+        return True
+    if typ is type(None):
+        return value is None
+    if typ is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typ is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, origin or typ)
+
+
+def apply_settings(cfg: Any, settings: dict[str, Any], prefix: str = "") -> None:
+    """Set typed values on ``cfg``: ``{"cameras": ("table",), "sim": "mujoco"}`` (dotted paths relative to ``cfg``),
+    the code's counterpart of :func:`apply_overrides` (recipes' env settings are applied this way).
+
+    Raises:
+        ValueError: for an unknown field or a value not of the field's type (names ``<prefix>.<path>``).
+    """
+    dot = f"{prefix}." if prefix else ""
+    for path, value in settings.items():
+        node, name, typ = _leaf(cfg, path, prefix)
+        if not _fits(value, typ):
+            raise ValueError(
+                f"Bad value for '{dot}{path}': {value!r} is not of its type {getattr(typ, '__name__', typ)}."
+            )
+        setattr(node, name, value)
 
 
 def apply_overrides(root: dict[str, Any], args: list[str]) -> None:

@@ -33,6 +33,23 @@ def test_bad_override_exits_with_message(capsys):
     assert "Did you mean: agent.algorithm.gamma" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mode", [["--checkpoint"], ["--resume", "--checkpoint"]])
+def test_a_crafted_checkpoint_is_refused_without_running_its_payload(tmp_path, capsys, mode):
+    import torch
+
+    from tests.utils.test_checkpoint import CreatesFile
+
+    marker = tmp_path / "pwned"
+    crafted = tmp_path / "model_5.pt"
+    torch.save({"rslkit_checkpoint_version": 2, "algorithm": "ppo", "alg": CreatesFile(marker)}, crafted)
+    with pytest.raises(SystemExit):
+        train.main(["--task", "pendulum", "--num_envs", "4", "--logdir", str(tmp_path / "runs"), *mode, str(crafted)])
+    assert "Refused to load checkpoint" in capsys.readouterr().err and not marker.exists()
+    with pytest.raises(ValueError, match="Refused to load checkpoint"):
+        play.main(["--checkpoint", str(crafted), "--num_envs", "1"])
+    assert not marker.exists()
+
+
 def test_resume_needs_a_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="--resume found no run"):
         train.main(["--task", "pendulum", "--resume", "--logdir", str(tmp_path)])

