@@ -25,6 +25,7 @@ def _write(root, episodes: int, seed: int, image: bool = False, obs_names=None):
     return write_lerobot_dataset(root, eps, fps=10, obs_names=obs_names)
 
 
+@pytest.mark.slow
 def test_train_then_eval_on_a_state_dataset(tmp_path, capsys):
     train_set, test_set = _write(tmp_path / "train", 24, 0), _write(tmp_path / "test", 6, 1)
     out = tmp_path / "critic"

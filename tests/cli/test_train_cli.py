@@ -55,6 +55,7 @@ def test_resume_needs_a_run(tmp_path):
         train.main(["--task", "pendulum", "--resume", "--logdir", str(tmp_path)])
 
 
+@pytest.mark.slow
 def test_pendulum_learns_then_play_and_resume(tmp_path, capsys, metric_curve):
     """PPO on pendulum reaches a mean return >= -250 (Gymnasium Pendulum-v1 scale) in well under a minute.
 

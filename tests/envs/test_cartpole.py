@@ -145,6 +145,7 @@ def test_registered() -> None:
     assert isinstance(env, CartpoleTask) and env.max_episode_length == 500
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole(tmp_path, metric_curve) -> None:
     """Default config, seed 0: solved (mean return over 100 episodes >= 475, Gymnasium's threshold) within 50
     iterations, ~15 s.

@@ -157,6 +157,7 @@ def test_registered() -> None:
     assert isinstance(env, CartpoleSwingupTask) and env.max_episode_length == 500
 
 
+@pytest.mark.slow
 def test_ppo_learns_to_swing(tmp_path, metric_curve) -> None:
     """Default config, seed 0: a random policy (N(0, 1) actions) returns ~28, a swinging one >= 80 (36 iterations,
     ~10 s; balancing, >= 200, takes 50-70).

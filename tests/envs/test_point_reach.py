@@ -126,6 +126,7 @@ def test_registered() -> None:
     assert isinstance(env, PointReachTask) and env.max_episode_length == 100 and env.cfg.terminate_on_success
 
 
+@pytest.mark.slow
 def test_ppo_learns_point_reach(tmp_path, metric_curve) -> None:
     """Default config, seed 0: success >= 0.9 within 44 iterations (~8 s; random actions: 0.00).
 

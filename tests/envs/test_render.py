@@ -41,6 +41,7 @@ def test_bad_camera_and_state_layout_are_clear_errors():
         render.Renderer(load_so101_visual(), 32, 24, camera="top")
 
 
+@pytest.mark.slow
 def test_reach_frames_follow_each_envs_state():
     require_gl()
     from rslkit.envs.tasks.so101_reach import SO101ReachCfg, SO101ReachTask
@@ -58,6 +59,7 @@ def test_reach_frames_follow_each_envs_state():
     assert not np.array_equal(first, env.render_frame(0, 64, 48))  # the arm moved
 
 
+@pytest.mark.slow
 def test_lift_frame_shows_the_cube_moving():
     require_gl()
     from rslkit.envs.tasks.so101_lift import SO101LiftCfg, SO101LiftTask

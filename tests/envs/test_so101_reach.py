@@ -130,6 +130,7 @@ def test_non_finite_actions_name_envs_and_leave_state() -> None:
     assert torch.equal(env.backend.state, before)
 
 
+@pytest.mark.slow
 def test_ppo_raises_success(tmp_path, metric_curve) -> None:
     """256 envs x 50 iterations (~20 s on 2 busy cores): mean success over the last 5 iterations >= 0.15 (from 0.00).
 

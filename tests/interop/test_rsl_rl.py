@@ -71,6 +71,7 @@ class RslStyleEnv(RslVecEnv):
         )
 
 
+@pytest.mark.slow
 def test_rsl_rl_style_env_under_rslkit_runner(tmp_path):
     torch.manual_seed(0)
     cfg = PPORunnerCfg(

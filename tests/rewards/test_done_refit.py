@@ -78,6 +78,7 @@ def _done(model: ProgressModel, states: torch.Tensor) -> float:
     return float(model.score(obs, obs, GOAL).done.mean())
 
 
+@pytest.mark.slow
 def test_refits_lower_the_done_of_visited_states_off_the_demonstrations():
     model = _critic()
     examples = _examples(model)

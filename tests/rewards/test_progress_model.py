@@ -79,6 +79,7 @@ def test_shift_images_moves_content_within_bounds():
     assert len(set(zip(rows.tolist(), cols.tolist()))) > 5, "different shifts per image"
 
 
+@pytest.mark.slow
 def test_a_trained_toy_critic_orders_time_and_ignores_a_mismatched_goal(tmp_path):
     torch.manual_seed(0)
     train, held_out = toy_data(40, seed=0, image=True), toy_data(8, seed=1, image=True)

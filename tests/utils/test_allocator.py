@@ -40,6 +40,7 @@ def _probe(tuning: str) -> tuple[bool, int]:
     return applied == "True", int(faults)
 
 
+@pytest.mark.slow
 def test_runner_tuning_removes_page_faults_of_a_ppo_iteration() -> None:
     applied, faults = _probe("1")
     off_applied, off_faults = _probe("0")
