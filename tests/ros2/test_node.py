@@ -259,9 +259,17 @@ def test_cli_reports_bad_settings_without_traceback(policies: dict[str, Path]) -
         (["-p", "joint_names:=[j0,j1]"], "outputs 3 actions but joint_names lists 2 joints"),
         (["-p", "joint_names:=[j0,j1,j2]", "-p", "control_rate_hz:=200"], "expecting type 'DOUBLE'"),
         (["-p", "joint_names:=[j0,j1,j2]", "-p", "observation:=[joint_pos]"], "but the policy takes 6"),
+        # a negative rate was reported as "The policy has no control_rate_hz"
+        (["-p", "joint_names:=[j0,j1,j2]", "-p", "control_rate_hz:=-5.0"], "control_rate_hz must be > 0"),
+        # named Python's None for the parameter's 0
+        (["-p", "joint_names:=[j0,j1,j2]", "-p", "chunk_worker_rt_priority:=-1"], "1-99 (0: inherit"),
+        (["-p", "joint_names:=[j0,j1,j2]", "-p", "observation:=[joint_pos,command]"], "set the command_type"),
+        # was silently ignored by a policy without an instruction input
+        (["-p", "joint_names:=[j0,j1,j2]", "-p", "instruction:=hello"], "this policy takes none"),
     ]
     base = [sys.executable, "-m", "rslkit.deploy.ros2", "--policy", str(policies["mlp3"]), "--ros-args"]
     procs = [subprocess.Popen([*base, *a], stderr=subprocess.PIPE, text=True) for a, _ in cases]  # in parallel
     for proc, (_, message) in zip(procs, cases):
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 2 and message in err and "Traceback" not in err, err
+        assert "None" not in err, err  # parameters and flags, not Python spellings
