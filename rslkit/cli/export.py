@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rslkit.deploy.export import DEFAULT_OPSET, export_checkpoint, external_data_path
+from rslkit.deploy.export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset, export_checkpoint, external_data_path
 from rslkit.deploy.metadata import PolicyMetadata
 
 
@@ -14,8 +14,18 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
     parser.add_argument("--checkpoint", required=True, help="model_<iter>.pt written by train.py, or its run directory")
     parser.add_argument("--out", required=True, help="output .onnx file")
     parser.add_argument("--task", default=None, help="task name, when the checkpoint does not record it")
-    parser.add_argument("--flow_steps", type=int, default=None, help="Euler steps K to unroll (flow policies)")
-    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument(
+        "--flow_steps",
+        type=int,
+        default=None,
+        help="Euler steps K to unroll (flow policies: flow-bc, reinflow, vla-bc, vla-reinflow; refused for others)",
+    )
+    parser.add_argument(
+        "--opset",
+        type=int,
+        default=DEFAULT_OPSET,
+        help=f"ONNX opset, {MIN_OPSET} to {MAX_OPSET} (default {DEFAULT_OPSET})",
+    )
     parser.add_argument(
         "--instructions",
         nargs="+",
@@ -34,8 +44,10 @@ def main(argv: list[str] | None = None) -> PolicyMetadata:
     args = parser.parse_args(argv)
     if args.flow_steps is not None and args.flow_steps < 1:
         parser.error(f"--flow_steps must be >= 1, got {args.flow_steps}")
-    if args.opset < 17:
-        parser.error(f"--opset must be >= 17 (LayerNormalization), got {args.opset}")
+    try:
+        check_opset(args.opset)
+    except ValueError as err:
+        parser.error(str(err))
     if not args.out.lower().endswith(".onnx"):
         parser.error(f"--out must name an .onnx file, got '{args.out}'")
     if any(not t.strip() for t in args.instructions):

@@ -31,18 +31,24 @@ ENV_STEPS = "Perf/total_env_steps"
 """The column of cumulative env steps (absent in runs that do not step envs, e.g. flow-bc)."""
 
 
-def read_metrics(run_dir: str | Path) -> dict[str, list[float]]:
+def read_metrics(run_dir: str | Path, skipped: list[str] | None = None) -> dict[str, list[float]]:
     """The columns of a run's ``metrics.csv``: ``{"iteration": [...], "Train/mean_return": [...], ...}``.
+
+    Each line is one row (RunLogger writes no quoted line breaks), so a damaged line (a stray quote, a cut-off last
+    line of a killed run, a cell that is not a number) spoils that row only, never the rows after it.
 
     Args:
         run_dir: a run directory, or the ``metrics.csv`` itself.
+        skipped: where to list malformed rows (``"'<file>' line <n>: <what is wrong>"``) and skip them; None: the
+            first malformed row is an error.
 
     Returns:
         One list per column, a float per row; NaN where the row has no value.
 
     Raises:
         FileNotFoundError: no ``metrics.csv`` there (naming the sub-folders that have one).
-        ValueError: the file has no rows.
+        ValueError: the file has no header or no well-formed row, or (``skipped`` None) a malformed row, naming
+            the file and line.
     """
     path = Path(run_dir)
     if path.is_dir():
@@ -50,19 +56,55 @@ def read_metrics(run_dir: str | Path) -> dict[str, list[float]]:
     if not path.is_file():
         raise FileNotFoundError(_missing_csv_message(Path(run_dir)))
     with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        keys = list(reader.fieldnames or [])
-        rows = list(reader)
+        lines = f.read().splitlines()
+    keys = _parse_line(lines[0]) if lines else None
+    if not keys:
+        raise ValueError(f"'{path}' has no header line; is it a metrics.csv written by train.py?")
+    rows: list[list[float]] = []
+    bad: list[str] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            rows.append(_parse_row(line, len(keys)))
+        except ValueError as err:
+            bad.append(f"'{path}' line {number}: {err}")
+            if skipped is None:
+                raise ValueError(f"Malformed row in {bad[0]}.") from None
+    if skipped is not None:
+        skipped += bad
     if not rows:
-        raise ValueError(f"'{path}' has no rows yet; plot it after the run's first iteration.")
-    return {key: [_to_float(row.get(key)) for row in rows] for key in keys}
+        detail = f" ({len(bad)} malformed: {bad[0]})" if bad else "; plot it after the run's first iteration"
+        raise ValueError(f"'{path}' has no readable rows{detail}.")
+    return {key: [row[i] for row in rows] for i, key in enumerate(keys)}
 
 
-def _to_float(text: str | None) -> float:
+def _parse_line(line: str) -> list[str] | None:
+    """The fields of one CSV line, or None when it is not valid CSV (e.g. an unmatched quote)."""
     try:
-        return float(text) if text else math.nan
-    except ValueError:
-        return math.nan
+        return next(csv.reader([line], strict=True))
+    except csv.Error:
+        return None
+
+
+def _parse_row(line: str, width: int) -> list[float]:
+    """One data line as floats (NaN for empty cells).
+
+    Raises:
+        ValueError: saying what is wrong: not valid CSV, a field count other than the header's, a non-number.
+    """
+    fields = _parse_line(line)
+    if fields is None:
+        raise ValueError(f"not valid CSV ({line[:60]!r})")
+    if len(fields) != width:
+        raise ValueError(f"{len(fields)} fields, the header has {width}")
+    values = []
+    for column, text in enumerate(fields, start=1):
+        try:
+            values.append(float(text) if text else math.nan)
+        except ValueError:
+            raise ValueError(f"field {column} is not a number ({text[:40]!r})") from None
+    return values
 
 
 def _missing_csv_message(run_dir: Path) -> str:
@@ -135,6 +177,9 @@ def plot_runs(
             logged them, else iterations.
         labels: legend entries, one per run (default: :func:`run_labels`).
 
+    Malformed rows of a ``metrics.csv`` are skipped with a warning on stderr naming each (file and line) and how
+    many were skipped (see :func:`read_metrics`).
+
     Returns:
         The metric columns drawn.
 
@@ -150,7 +195,11 @@ def plot_runs(
     labels = labels or run_labels(paths)
     if len(labels) != len(paths):
         raise ValueError(f"Got {len(labels)} labels for {len(paths)} runs; pass one label per run.")
-    runs = [read_metrics(p) for p in paths]
+    skipped: list[str] = []
+    runs = [read_metrics(p, skipped) for p in paths]
+    if skipped:
+        shown = "; ".join(skipped[:5]) + (f"; and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+        print(f"warning: skipped {len(skipped)} malformed row(s) of metrics.csv: {shown}", file=sys.stderr)
     chosen = resolve_metrics(metrics, runs)
     has_steps = [_has_values(run.get(ENV_STEPS, [])) for run in runs]
     if x == "env_steps" and not all(has_steps):
@@ -219,7 +268,8 @@ def main(argv: list[str] | None = None) -> Path:
 def run(argv: list[str] | None = None) -> None:
     """:func:`main` for the command line: bad input ends with its message and exit code 2, not a traceback.
 
-    Set ``RSLKIT_TRACEBACK=1`` to see the full traceback.
+    Set ``RSLKIT_TRACEBACK=1`` to see the full traceback. (Not :func:`rslkit.cli.common.run_cli`: that module
+    imports torch, which a plot does not need.)
     """
     try:
         main(argv)

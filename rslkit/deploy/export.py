@@ -35,6 +35,25 @@ from rslkit.recipes import load_run
 from rslkit.runners.base import BaseRunner
 
 DEFAULT_OPSET = 17
+MIN_OPSET = 17
+"""The lowest ONNX opset an export may use (LayerNormalization is an opset-17 operator)."""
+MAX_OPSET = 20
+"""The highest: the TorchScript-based exporter (``dynamo=False``) implements operators up to opset 20 (torch's
+``ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET``); a higher number would only relabel opset-20 graphs, and past the torch
+build's own limit it fails inside ``torch.onnx.export``."""
+
+
+def check_opset(opset: int) -> None:
+    """Refuse an ONNX opset outside ``[MIN_OPSET, MAX_OPSET]`` before anything is loaded or traced.
+
+    Raises:
+        ValueError: naming the ``--opset`` flag and the supported range.
+    """
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ValueError(
+            f"--opset must be between {MIN_OPSET} and {MAX_OPSET} (the opsets the TorchScript ONNX exporter "
+            f"implements; {MIN_OPSET} brings LayerNormalization), got {opset}."
+        )
 
 
 @dataclass
@@ -94,17 +113,23 @@ def plan_export(
         obs_dims: observation group -> size; inferred from normalizers where possible.
         task: task name for the metadata.
         control_rate_hz: env steps per second for the metadata.
-        num_flow_steps: Euler steps ``K`` to unroll (flow policies; default the policy's own).
+        num_flow_steps: Euler steps ``K`` to unroll (flow policies; default the policy's own; refused for the
+            others).
         names: ``action_names`` / ``joint_names`` / ``obs_names`` for the metadata (see :func:`env_names`).
         instructions: VLA policies: instruction text -> raw sentence embedding ``[E]`` (or an
             :class:`~rslkit.deploy.instructions.InstructionTable`), stored in the model so that a robot without
             torch can pass the text.
 
     Raises:
-        ValueError: for an unsupported policy type, missing sizes, or instructions for a policy without language
-            input or of the wrong embedding size.
+        ValueError: for an unsupported policy type, missing sizes, ``num_flow_steps`` for a policy without a flow
+            chain, or instructions for a policy without language input or of the wrong embedding size.
     """
     policy.eval()
+    if num_flow_steps is not None and not isinstance(policy, (FlowPolicy, VLAPolicy)):
+        raise ValueError(
+            f"--flow_steps sets the Euler steps of a flow policy (flow-bc, reinflow, vla-bc, vla-reinflow); this "
+            f"{algorithm} policy ({type(policy).__name__}) has no flow chain: export it without --flow_steps."
+        )
 
     def metadata(**fields: Any) -> PolicyMetadata:
         extra = {k: v for k, v in (names or {}).items() if k != "obs_names"}
@@ -265,7 +290,7 @@ def export_plan(
     Args:
         plan: what to export.
         out: the ``.onnx`` file.
-        opset: ONNX opset (>= 17).
+        opset: ONNX opset, ``MIN_OPSET`` to ``MAX_OPSET`` (17-20).
         external_data: write the weights to :func:`external_data_path` (``<out>.data``), the graph and metadata
             to ``out``; ONNX Runtime reads both when the two files sit side by side. None: only when the module's
             parameters and buffers exceed :data:`EXTERNAL_DATA_BYTES` (a pretrained VLA backbone; one protobuf file
@@ -275,8 +300,7 @@ def export_plan(
         The saved model (already passed ``onnx.checker.check_model``; with external data, its weights are not
         loaded into it).
     """
-    if opset < 17:
-        raise ValueError(f"Export needs opset >= 17 (LayerNormalization), got {opset}.")
+    check_opset(opset)
     with tempfile.TemporaryDirectory() as tmp, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer warnings
         torch.onnx.export(

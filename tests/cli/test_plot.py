@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -128,4 +127,40 @@ def test_command_line_writes_beside_the_run_and_errors_exit_2(tmp_path):
     assert f"Wrote {a / 'curves.png'}" in done.stdout and image_size(a / "curves.png")[0] > 0
     bad = subprocess.run([sys.executable, "-m", "rslkit.plot", str(tmp_path / "b")], capture_output=True, text=True)
     assert bad.returncode == 2 and "error:" in bad.stderr and "does not exist" in bad.stderr
-    assert not math.isnan(plot._to_float("1.5")) and math.isnan(plot._to_float(""))
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "metrics.csv").write_text('iteration,Loss/value\n0,1.0\n1,"0.5\n2,0.3\n')
+    warned = subprocess.run([sys.executable, "-m", "rslkit.plot", str(tmp_path / "c")], capture_output=True, text=True)
+    assert warned.returncode == 0, warned.stderr
+    assert "warning: skipped 1 malformed row" in warned.stderr and "metrics.csv' line 3" in warned.stderr
+
+
+def _damaged_run(tmp_path: Path) -> Path:
+    """Six PPO rows, then three damaged lines: a stray quote (which once swallowed every later row), a cell that is
+    not a number, and a last line cut off by a killed run."""
+    run = write_run(tmp_path / "damaged", ppo_rows(1.0))
+    lines = (run / "metrics.csv").read_text().splitlines()
+    width = len(lines[0].split(","))
+    lines.insert(3, '2,"0.25' + "," * (width - 2))  # line 4
+    lines.insert(5, "4,abc" + "," * (width - 2))  # line 6
+    lines.append("6,0.1")  # line 10: 2 of the header's fields
+    (run / "metrics.csv").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def test_malformed_rows_are_named_and_skipped_never_silently(tmp_path, capsys):
+    run = _damaged_run(tmp_path)
+    skipped: list[str] = []
+    columns = plot.read_metrics(run, skipped)
+    assert columns["iteration"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # every well-formed row, also after the quote
+    assert [s.split(": ")[0] for s in skipped] == [f"'{run / 'metrics.csv'}' line {n}" for n in (4, 6, 10)]
+    assert "not valid CSV" in skipped[0] and "field 2 is not a number ('abc')" in skipped[1]
+    assert "2 fields, the header has" in skipped[2]
+    with pytest.raises(ValueError, match=r"Malformed row in '.*metrics.csv' line 4: not valid CSV"):
+        plot.read_metrics(run)  # without a list to report them in, the first one is an error
+    assert plot.plot_runs([run], tmp_path / "d.png") == ["Train/mean_return", "Loss/surrogate", "Loss/value"]
+    err = capsys.readouterr().err
+    assert "warning: skipped 3 malformed row(s)" in err and "line 4" in err and "line 10" in err
+    (run / "metrics.csv").write_text("iteration,Loss/value\n0,x\n")
+    with pytest.raises(ValueError, match=r"no readable rows \(1 malformed: .*line 2: field 2 is not a number"):
+        plot.plot_runs([run], tmp_path / "d.png")

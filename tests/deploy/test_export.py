@@ -13,7 +13,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.cli.export import main
-from rslkit.deploy.export import export_checkpoint, export_policy
+from rslkit.deploy.export import MAX_OPSET, export_checkpoint, export_policy
 from rslkit.deploy.metadata import read_metadata
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.models.actor_critic import ActorCritic, PolicyCfg
@@ -223,7 +223,8 @@ def test_unsupported_module_is_a_clear_error(tmp_path):
         (["--checkpoint", "missing.pt", "--out", "p.onnx"], "does not exist"),
         (["--checkpoint", "missing.pt", "--out", "p.onnx", "--flow_steps", "0"], "--flow_steps must be >= 1"),
         (["--checkpoint", "missing.pt", "--out", "p.txt"], "must name an .onnx file"),
-        (["--checkpoint", "missing.pt", "--out", "p.onnx", "--opset", "13"], "--opset must be >= 17"),
+        (["--checkpoint", "missing.pt", "--out", "p.onnx", "--opset", "13"], "--opset must be between 17 and 20"),
+        (["--checkpoint", "missing.pt", "--out", "p.onnx", "--opset", "99"], "--opset must be between 17 and 20"),
         (["--checkpoint", "not_a_checkpoint.pt", "--out", "p.onnx"], "Could not read checkpoint"),
     ],
 )
@@ -234,6 +235,32 @@ def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path, args, message):
     )
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_flow_steps_on_a_policy_without_flow_chain_is_refused(tmp_path, build):
+    """``--flow_steps 4`` on a PPO checkpoint was silently ignored; now it is a message naming the flag."""
+    build.ppo(tmp_path / "model_0.pt")
+    args = ["--checkpoint", "model_0.pt", "--out", "p.onnx", "--flow_steps", "4"]
+    out = subprocess.run(
+        [sys.executable, "-m", "rslkit.export", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2, out.stderr
+    assert "--flow_steps" in out.stderr and "no flow chain" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "p.onnx").exists()
+    build.sac(tmp_path / "sac.pt")
+    with pytest.raises(ValueError, match="--flow_steps .* sac policy"):
+        export_checkpoint(tmp_path / "sac.pt", tmp_path / "p.onnx", num_flow_steps=2)
+
+
+def test_highest_supported_opset_exports_and_matches_torch(tmp_path, build):
+    runner = build.ppo(tmp_path / "model_0.pt")
+    main(["--checkpoint", str(tmp_path / "model_0.pt"), "--out", str(tmp_path / "p.onnx"), "--opset", str(MAX_OPSET)])
+    model = _checked(tmp_path / "p.onnx")
+    assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [MAX_OPSET]
+    obs = _obs(8)
+    with torch.no_grad():
+        expected = runner.policy.act_inference(_td(obs)).numpy()
+    np.testing.assert_allclose(OnnxPolicy(tmp_path / "p.onnx")(obs), expected, rtol=0, atol=ATOL)
 
 
 def test_flow_steps_zero_is_refused_not_replaced(tmp_path, build):

@@ -181,6 +181,31 @@ def test_chunk_in_flight_builds_that_many_workers(graphs: dict[str, Path]) -> No
             ControllerCfg(J, 100.0, **bad).validate()  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"chunk_worker_rt_priority": -1}, r"chunk_worker_rt_priority must be 1-99 \(0: inherit"),
+        ({"observation": ["joint_pos", "command"]}, r"no command input: set the command_type parameter"),
+        ({"rate_hz": -5.0}, r"\(the control_rate_hz parameter\), got -5.0"),
+        ({"command_dim": -1}, r"command_dim must be >= 0, got -1"),
+        ({"chunk_merge": "x"}, r"chunk_merge must be one of replace, blend, ensemble, got 'x'"),
+    ],
+)
+def test_bad_settings_are_named_as_node_parameters(settings: dict, message: str) -> None:
+    """Messages name the node's parameters (``-p name:=value``) and their values, not Python spellings (None)."""
+    cfg = {"joint_names": J, "rate_hz": 100.0, "observation": ["joint_pos"], **settings}
+    with pytest.raises(ValueError, match=message) as err:
+        ControllerCfg(**cfg).validate()
+    assert "None" not in str(err.value)
+
+
+def test_instruction_for_a_policy_without_one_is_refused(graphs: dict[str, Path]) -> None:
+    """Was silently ignored: the node ran a joint-state policy with an instruction parameter it never used."""
+    cfg = ControllerCfg(J, 50.0, observation=["joint_pos", "last_action"], instruction="pick up the cube")
+    with pytest.raises(ValueError, match=r"instruction parameter \('pick up the cube'\) .* takes none"):
+        PolicyController(OnnxPolicy(graphs["mlp"]), cfg)
+
+
 def test_exported_ppo_policy_runs(tmp_path: Path, build: SimpleNamespace) -> None:
     """A policy from rslkit's exporter (pendulum PPO: obs 3, one joint), not only the synthetic graphs."""
     from rslkit.deploy.export import export_policy

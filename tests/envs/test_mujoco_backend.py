@@ -8,11 +8,23 @@ import pytest
 import torch
 
 from rslkit.envs.mujoco import ModelNotFoundError, MujocoBackend, MujocoBackendCfg, load_so101
+from rslkit.envs.mujoco.models import so101_spec
 
 try:
     MODEL = load_so101()
+    _FORCE_SPEC = so101_spec()
 except ModelNotFoundError as err:  # only the model files may be missing; anything else must fail loudly
     pytest.skip(f"SO-101 model missing ({err})", allow_module_level=True)
+
+# SO-101 with acceleration-stage sensors (every actuator's force): only a step computes them.
+for _actuator in range(MODEL.nu):
+    _FORCE_SPEC.add_sensor(
+        name=f"force_{_actuator}",
+        type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
+        objtype=mujoco.mjtObj.mjOBJ_ACTUATOR,
+        objname=MODEL.actuator(_actuator).name,
+    )
+FORCE_MODEL = _FORCE_SPEC.compile()
 
 STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 
@@ -85,6 +97,42 @@ def test_reset_and_set_joint_state_touch_only_given_envs() -> None:
     backend.reset(torch.tensor([0]))
     torch.testing.assert_close(backend.qpos[0], torch.as_tensor(MODEL.qpos0))
     assert torch.equal(backend.state[2], before[2])
+
+
+def _steps_with_resets(threads: int) -> torch.Tensor:
+    """Sensor readings ``[12, 8, nsensordata]`` of 8 envs over 6 steps, some reset or forwarded after each step."""
+    backend = MujocoBackend(FORCE_MODEL, 8, MujocoBackendCfg(sim_threads=threads, decimation=5))
+    force = backend.sensor_slice("force_0").start
+    readings = []
+    for seed in range(1, 7):
+        backend.step(_random_ctrl(8, seed))
+        stepped = backend.sensordata()
+        assert bool((stepped[:, force] != 0).all())  # the step computed every env's actuator force
+        if seed % 2:
+            ids = torch.tensor([1, 4, 6])
+            q = _random_ctrl(3, 10 + seed)
+            backend.set_joint_state(ids, q, ctrl=q)
+            after = backend.sensordata()
+            # as one MjData per env would have them: zero after the reset (mj_resetData), not another env's
+            assert bool((after[ids, force:] == 0).all())
+        else:
+            backend.forward(torch.tensor([0, 5]))
+            after = backend.sensordata()
+            assert torch.equal(after[:, force:], stepped[:, force:])  # forward leaves the last step's values
+        readings += [stepped, after]
+    return torch.stack(readings)
+
+
+def test_sensors_of_reset_envs_do_not_depend_on_sim_threads() -> None:
+    """Acceleration-stage sensors after resets and forwards are the same at every thread count, run to run.
+
+    The stepping pool shares one MjData among the simulations a thread runs; a reset or forward computes only the
+    position and velocity stages, so without the backend's per-env copy these columns came from whichever env that
+    thread had stepped last (go2-flat's critic saw another env's foot contacts after a reset).
+    """
+    single = _steps_with_resets(1)
+    for threads in (2, 2, 4):
+        assert torch.equal(_steps_with_resets(threads), single), f"sim_threads={threads}"
 
 
 def test_non_finite_controls_raise_and_leave_state_intact() -> None:

@@ -69,9 +69,9 @@ class LearnerStub:
         assert self.proc.stdout is not None
         with selectors.DefaultSelector() as selector:
             selector.register(self.proc.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout=30):
+            if not selector.select(timeout=60):
                 self.kill()
-                raise RuntimeError("the learner stub did not start within 30 s")
+                raise RuntimeError("the learner stub did not start within 60 s")
         line = self.proc.stdout.readline().split()
         if line[:1] != ["ready"]:
             self.kill()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from learner_stub import LearnerStub, read_keys
-from ros_harness import NodeProcess, Robot, _ros_value
+from ros_harness import ANSWER_S, START_S, NodeProcess, Robot, _ros_value
 from std_msgs.msg import String
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
@@ -37,7 +37,9 @@ PARAMS = {
     "state_queue_depth": 200,
     "state_timeout_s": 1.0,
 }
-pytestmark = pytest.mark.timeout(90)
+DEAD_AFTER_S = 1.2
+"""The actor's ``--actor.dead_after_s`` in the timing test: how long a tick that waited on the network would be late."""
+pytestmark = pytest.mark.timeout(240)  # a hang guard: the waits inside are bounded on their own
 
 
 class ActorNodeProcess(NodeProcess):
@@ -92,7 +94,7 @@ def test_transitions_are_stored_once_and_weights_swap_at_episode_ends(
         flags = {"learner": server.address, "id": "arm-0", "spool": tmp_path / "spool", "reward": "json"}
         node, robot = launch(policies["mlp3"], {**flags, "max_episode_steps": 25, "drain_s": 10.0})
         reward_pub = robot.node.create_publisher(String, "reward", 10)
-        assert robot.spin_until(lambda: reward_pub.get_subscription_count() >= 1, 10.0)
+        assert robot.spin_until(lambda: reward_pub.get_subscription_count() >= 1, START_S)
         robot.prime(JOINTS, [0.0, 0.1, 0.0])
         weights = {"policy.onnx": np.frombuffer(new_policy.read_bytes(), np.uint8)}
 
@@ -103,7 +105,7 @@ def test_transitions_are_stored_once_and_weights_swap_at_episode_ends(
             return _state(k)
 
         robot.stream(JOINTS, 150, 100.0, state)
-        assert robot.spin_until(lambda: len(robot.commands) >= 150, 5.0)
+        assert robot.spin_until(lambda: len(robot.commands) >= 150, ANSWER_S)
         rc, log = node.stop(robot)
         assert rc == 0, log
     finally:
@@ -144,7 +146,7 @@ def _latencies(robot: Robot, names: list[str], n: int) -> np.ndarray:
     """Stream ``n`` states at 200 Hz; the state -> command latency of each (s), every state answered."""
     before = len(robot.commands)
     sent = robot.stream(names, n, 200.0, _state)
-    assert robot.spin_until(lambda: len(robot.commands) >= before + n, 5.0), "states without a command"
+    assert robot.spin_until(lambda: len(robot.commands) >= before + n, ANSWER_S), "states without a command"
     return np.array([t for t, _ in robot.commands[before : before + n]]) - np.array(sent)
 
 
@@ -153,15 +155,15 @@ def test_ticks_on_time_while_the_learner_is_absent_then_stopped(
 ) -> None:
     port, keys = _free_port(), tmp_path / "keys.jsonl"
     flags = {"learner": f"127.0.0.1:{port}", "spool": tmp_path / "spool", "reward": "none", "chunk_steps": 20}
-    node, robot = launch(policies["mlp3"], {**flags, "dead_after_s": 0.6, "drain_s": 10.0})
-    robot.prime(JOINTS, [0.0, 0.1, 0.0])
+    node, robot = launch(policies["mlp3"], {**flags, "dead_after_s": DEAD_AFTER_S, "drain_s": 10.0})
+    robot.prime(JOINTS, [0.0, 0.1, 0.0], settle_s=0.3)  # no late priming answer among the timed commands
     absent = _latencies(robot, JOINTS, 200)  # nobody listens on the port
     learner = LearnerStub(SCHEMA, port, out=keys)
     try:
         connected = _latencies(robot, JOINTS, 300)
-        assert robot.spin_until(lambda: keys.exists() and keys.stat().st_size > 0, 15.0), node.log()
+        assert robot.spin_until(lambda: keys.exists() and keys.stat().st_size > 0, START_S), node.log()
         learner.signal(signal.SIGSTOP)  # alive to the kernel, silent to the actor
-        stopped = _latencies(robot, JOINTS, 400)
+        stopped = _latencies(robot, JOINTS, 600)  # 3 s: longer than DEAD_AFTER_S, so the client gives up meanwhile
         learner.signal(signal.SIGCONT)
         resumed = _latencies(robot, JOINTS, 200)
         rc, log = node.stop(robot)
@@ -172,13 +174,15 @@ def test_ticks_on_time_while_the_learner_is_absent_then_stopped(
     assert status["unacked"] == 0 and status["dropped_buffer_full"] == 0, status
     stored = read_keys(keys)
     assert len(stored) == len({(e, s) for _, e, s, _ in stored}) == status["spooled"]  # each once, none lost
-    # a tick that waited on the network would be late by the 0.6 s the client needs to give up a silent learner
+    # a tick that waited on the network would be late by the DEAD_AFTER_S the client needs to give up a silent
+    # learner; the bounds sit well below it and well above what a loaded machine adds (0.33 s of queueing seen with
+    # five other test jobs on two cores)
     for name, lat in (("absent", absent), ("connected", connected), ("stopped", stopped), ("resumed", resumed)):
-        assert lat.max() < 0.25, f"learner {name}: slowest state -> command {lat.max() * 1e3:.1f} ms"
-    assert status["hook_max_ms"] < 50, status
+        assert lat.max() < DEAD_AFTER_S / 2, f"learner {name}: slowest state -> command {lat.max() * 1e3:.1f} ms"
+    assert status["hook_max_ms"] < DEAD_AFTER_S * 1e3 / 4, status  # the actor's work in a tick, network excluded
 
 
 def test_actor_flags_without_a_learner_are_refused(policies: dict[str, Path]) -> None:
     cmd = [sys.executable, "-m", "rslkit.deploy.ros2", "--policy", str(policies["mlp3"]), "--actor.id", "x"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_S)
     assert proc.returncode == 2 and "--actor.id need --actor.learner HOST:PORT" in proc.stderr, proc.stderr

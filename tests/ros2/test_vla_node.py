@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from camera_policy import camera_policy
 from PIL import Image as PILImage
-from ros_harness import NodeProcess, Robot
+from ros_harness import ANSWER_S, START_S, NodeProcess, Robot
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.deploy.ros2.config import ControllerCfg
@@ -27,7 +27,7 @@ POSITION, VELOCITY = [0.1, -0.2, 0.3], [0.0, 0.5, 0.0]
 CAMERA = "camera/front/image_raw"
 COMPRESSED = "camera/front/image_raw/compressed"
 RATE = 50.0
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(240)  # a hang guard: the waits inside are bounded on their own
 IMAGE = np.random.default_rng(0).integers(0, 256, size=(16, 16, 3), dtype=np.uint8)
 
 
@@ -59,7 +59,8 @@ def _stream(
     robot: Robot, ticks: int, image: np.ndarray = IMAGE, publish: Callable[[Robot, int], None] | None = None
 ) -> list[np.ndarray]:
     """Publish an image (``publish(robot, tick)``; default: ``image`` as bgr8) and a joint state every tick at
-    50 Hz; returns the commands that came back meanwhile."""
+    50 Hz; returns the commands that answer them (one per state: a run or a hold), waiting for them (at most
+    ``ANSWER_S``) rather than for a fixed time a loaded machine can outlast."""
     before = len(robot.commands)
 
     def state(k: int) -> tuple[list[float], list[float]]:
@@ -70,7 +71,8 @@ def _stream(
         return POSITION, VELOCITY
 
     robot.stream(JOINTS, ticks, RATE, state)
-    robot.spin_for(0.2)
+    robot.spin_until(lambda: len(robot.commands) >= before + ticks, ANSWER_S)
+    robot.spin_for(0.05)
     return [c for _, c in robot.commands[before:]]
 
 
@@ -119,14 +121,14 @@ def test_vla_node_refuses_a_wrong_image_size_and_bad_settings(vla_policy: Path, 
     commands = _stream(robot, 40, np.zeros((32, 24, 3), np.uint8))
     assert len(commands) >= 30 and all(np.allclose(c, POSITION) for c in commands)  # held, never ran
     expected = "camera 'front' sends 24x32 images but the policy takes 16x16 (width x height)"
-    assert expected in node.log()
+    assert robot.spin_until(lambda: expected in node.log(), ANSWER_S), node.log()
     for params, message in (
         ({"instruction": "fly"}, "Unknown instruction 'fly'; this policy knows ['pick up the cube'"),
         ({"camera_topics": ["side=/side/image"]}, "camera_topics entry 'side=/side/image' must be 'name=topic'"),
     ):
         settings = {"joint_names": JOINTS, "observation": ["joint_pos", "joint_vel"], **params}
         bad = NodeProcess(vla_policy, settings, tmp_path / "bad.log")
-        end = time.monotonic() + 30
+        end = time.monotonic() + START_S
         while bad.proc.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
         rc, log = bad.stop()
@@ -196,7 +198,8 @@ def test_vla_node_takes_png_compressed_images(vla_policy: Path, launch: Any) -> 
         (b"garbage", "camera 'front': compressed image of 7 bytes could not be decoded"),
     ):  # each a hold with its reason (logged once per hold), the node lives on and runs again on valid images
         held = _stream(robot, 10, publish=_compressed(data, "jpeg"))
-        assert np.allclose(held[-1], held[-2]) and message in node.log()
+        assert np.allclose(held[-1], held[-2])
+        assert robot.spin_until(lambda text=message: text in node.log(), ANSWER_S), node.log()
         again = _run_commands(_stream(robot, 30, publish=png))
         assert len(again) >= 10 and all(_key(c) in rows for c in again[-10:])
     rc, _ = node.stop(robot)

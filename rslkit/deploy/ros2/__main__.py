@@ -73,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rclpy.signals import SignalHandlerOptions
         from rclpy.utilities import remove_ros_args
     except ImportError:
-        print("The ROS 2 node needs rclpy: see docs/ros2.md (pip install 'ros-jazzy-rclpy[fastrtps]' ...).")
+        print(
+            "error: the ROS 2 node needs rclpy: see docs/ros2.md (pip install 'ros-jazzy-rclpy[fastrtps]' ...).",
+            file=sys.stderr,
+        )
         return 2
     args = _parse(remove_ros_args(["rslkit-ros2", *argv])[1:])
     try:

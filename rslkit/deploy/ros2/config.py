@@ -77,7 +77,7 @@ class ControllerCfg:
         """Check sizes and ranges.
 
         Raises:
-            ValueError: naming the setting to fix.
+            ValueError: naming the setting to fix by its node parameter (``--ros-args -p name:=value``).
         """
         n = len(self.joint_names)
         if n == 0:
@@ -85,23 +85,33 @@ class ControllerCfg:
         if len(set(self.joint_names)) != n:
             raise ValueError(f"joint_names has duplicates: {self.joint_names}.")
         if self.rate_hz <= 0:
-            raise ValueError(f"rate_hz must be > 0, got {self.rate_hz}.")
+            raise ValueError(f"The control rate must be > 0 (the control_rate_hz parameter), got {self.rate_hz}.")
         if self.state_timeout_s <= 0:
             raise ValueError(f"state_timeout_s must be > 0, got {self.state_timeout_s}.")
         if self.image_timeout_s <= 0:
             raise ValueError(f"image_timeout_s must be > 0, got {self.image_timeout_s}.")
-        if self.command_dim < 0 or self.command_timeout_s < 0:
-            raise ValueError("command_dim and command_timeout_s must be >= 0.")
+        if self.command_dim < 0:
+            raise ValueError(f"command_dim must be >= 0, got {self.command_dim}.")
+        if self.command_timeout_s < 0:
+            raise ValueError(
+                f"command_timeout_s must be >= 0 (0: commands never expire), got {self.command_timeout_s}."
+            )
         unknown = [t for t in self.observation if t not in OBSERVATION_TERMS]
         if unknown or not self.observation:
-            raise ValueError(f"Unknown or no observation terms {unknown}; use some of {list(OBSERVATION_TERMS)}.")
+            raise ValueError(
+                f"Unknown or no observation terms {unknown} in the observation parameter; use some of "
+                f"{list(OBSERVATION_TERMS)}."
+            )
         if "joint_pos_normalized" in self.observation and (self.position_lower is None or self.position_upper is None):
             raise ValueError(
                 "The observation has a 'joint_pos_normalized' term, which maps positions to [-1, 1] by the joint "
                 "ranges: set position_lower and position_upper (the ranges the policy was trained with)."
             )
         if "command" in self.observation and self.command_dim == 0:
-            raise ValueError("The observation has a 'command' term but command_dim is 0; set command_dim.")
+            raise ValueError(
+                "The observation has a 'command' term but no command input: set the command_type parameter ('twist' "
+                "for [vx, vy, wz], or 'array' with command_dim)."
+            )
         if self.trigger not in ("state", "timer"):
             raise ValueError(f"trigger must be 'state' or 'timer', got '{self.trigger}'.")
         if self.future_state_mode not in ("absolute", "delta"):
@@ -109,9 +119,12 @@ class ControllerCfg:
         if self.chunk_in_flight < 1:
             raise ValueError(f"chunk_in_flight must be >= 1, got {self.chunk_in_flight}.")
         if self.chunk_worker_rt_priority is not None and not 1 <= self.chunk_worker_rt_priority <= 99:
-            raise ValueError(f"chunk_worker_rt_priority must be 1-99 or None, got {self.chunk_worker_rt_priority}.")
+            raise ValueError(
+                f"chunk_worker_rt_priority must be 1-99 (0: inherit the process's scheduling), got "
+                f"{self.chunk_worker_rt_priority}."
+            )
         if self.chunk_merge not in MERGE_MODES:
-            raise ValueError(f"chunk_merge must be one of {MERGE_MODES}, got '{self.chunk_merge}'.")
+            raise ValueError(f"chunk_merge must be one of {', '.join(MERGE_MODES)}, got '{self.chunk_merge}'.")
         for name in ("default_positions", "position_lower", "position_upper"):
             value = getattr(self, name)
             if value is not None and len(value) != n:

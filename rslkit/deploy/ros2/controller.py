@@ -122,7 +122,7 @@ class PolicyController:
 
     Raises:
         ValueError: when the policy does not fit the settings (groups, action size, observation size), or
-            ``cfg.instruction`` is not one the policy knows.
+            ``cfg.instruction`` is not one the policy knows (or the policy reads no instruction).
     """
 
     def __init__(
@@ -151,6 +151,11 @@ class PolicyController:
             raise ValueError(
                 f"The policy outputs {meta.action_dim} actions but joint_names lists {n} joints; list one joint "
                 "per action, in the policy's order."
+            )
+        if cfg.instruction and policy.instruction_group is None:
+            raise ValueError(
+                f"The instruction parameter ('{cfg.instruction}') is for policies that read an instruction; this "
+                "policy takes none: leave it empty."
             )
         self.policy, self.cfg, self.observer = policy, cfg, observer
         self.inputs = VLAInputs(policy, cfg.image_timeout_s, cfg.instruction) if extra else None

@@ -165,7 +165,10 @@ class PolicyNode(Node):
                 "The policy's metadata names no joints; set the joint_names parameter: the joints in the policy's "
                 "action order."
             )
-        rate = float(p("control_rate_hz")) or (self.policy.meta.control_rate_hz or 0.0)
+        rate = float(p("control_rate_hz"))
+        if rate < 0:
+            raise ValueError(f"control_rate_hz must be > 0 (or 0: the policy's own rate), got {rate:g}.")
+        rate = rate or (self.policy.meta.control_rate_hz or 0.0)
         if rate <= 0:
             raise ValueError("The policy has no control_rate_hz; set the control_rate_hz parameter.")
         command_type = str(p("command_type"))

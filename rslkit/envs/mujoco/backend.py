@@ -9,6 +9,13 @@ over one ``MjData`` per env (``tests/envs/test_mujoco_backend.py`` checks this).
 pool, but Batch keeps the state rows (warm start included) between calls and computes position/velocity-dependent
 fields (``xpos``, ``site_xpos``, ``sensordata``) at the *new* state (``stage=mjSTAGE_VEL``), where rollout's
 sensors lag one substep behind and its state rows drop the warm start.
+
+Acceleration-stage sensors (contact, actuator force, touch, ...) are computed only by a step (at its last substep,
+as ``mj_step`` leaves them). A non-persistent Batch shares one ``MjData`` among the simulations a thread runs, so
+after a ``reset``/``forward`` (position and velocity stages only) the copied-out ``sensordata`` would carry those
+columns from whichever simulation that thread ran last: values that change with ``sim_threads`` and with the pool's
+scheduling. The backend therefore keeps each env's own copy of them, as one ``MjData`` per env would: the last
+step's values, zero after a reset (``mj_resetData``), unchanged by :meth:`MujocoBackend.forward`.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import numpy as np
 import torch
 from mujoco import batch as mj_batch
 
-from rslkit.envs.mujoco.backend_checks import ModelSizes, check_controls, sensor_columns
+from rslkit.envs.mujoco.backend_checks import ModelSizes, acc_sensor_columns, check_controls, sensor_columns
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -46,7 +53,8 @@ class MujocoBackend(ModelSizes):
       live views of MuJoCo's state rows; writes become the simulations' state (call :meth:`forward` after writing
       positions so that derived fields follow).
     - :meth:`xpos` ``[N, nbody, 3]``, :meth:`site_xpos` ``[N, nsite, 3]``, :meth:`sensordata` ``[N, nsensordata]``:
-      copies of derived fields, current at the state after the last :meth:`step` / :meth:`forward`.
+      copies of derived fields, current at the state after the last :meth:`step` / :meth:`forward`, except the
+      acceleration-stage sensors: each env's values of its last step (zero after a reset; see the module docstring).
     """
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, cfg: MujocoBackendCfg | None = None) -> None:
@@ -66,6 +74,9 @@ class MujocoBackend(ModelSizes):
         self._xpos = self.batch.bind("xpos")
         self._site_xpos = self.batch.bind("site_xpos")
         self._sensordata = self.batch.bind("sensordata")
+        self._acc_cols = acc_sensor_columns(model)
+        self._acc_own = np.zeros((num_envs, self._acc_cols.size))
+        """Each env's acceleration-stage sensor values (see the module docstring)."""
         self.state = torch.from_numpy(self.batch.state)
         self.qpos = torch.from_numpy(self.batch.bind("qpos"))
         self.qvel = torch.from_numpy(self.batch.bind("qvel"))
@@ -81,7 +92,12 @@ class MujocoBackend(ModelSizes):
         """
         self._check_ctrl(ctrl)
         self.ctrl.copy_(ctrl)
-        self._run(lambda: self.batch.step(nstep=self.cfg.decimation, stage=_STAGE_VEL))
+        try:
+            self.batch.step(nstep=self.cfg.decimation, stage=_STAGE_VEL)
+        except mj_batch.SimulationError as err:
+            self._keep_acc_sensors(np.setdiff1d(np.arange(self.num_envs), err.ids))  # the failed envs did not step
+            raise _failure(err) from err
+        self._keep_acc_sensors(None)
 
     def forward(self, env_ids: torch.Tensor | None = None) -> None:
         """Recompute derived fields (``xpos``, sensors) of ``env_ids`` (all if None) after writing their state."""
@@ -97,6 +113,7 @@ class MujocoBackend(ModelSizes):
         ids = None if env_ids is None else env_ids.cpu().numpy().astype(np.int32)
         stage = _STAGE_VEL if forward else _STAGE_NONE
         self._run(lambda: self.batch.reset(ids, stage=stage))
+        self._acc_own[slice(None) if ids is None else ids] = 0.0
 
     def set_joint_state(
         self,
@@ -124,8 +141,14 @@ class MujocoBackend(ModelSizes):
         return torch.from_numpy(self._site_xpos.copy())
 
     def sensordata(self) -> torch.Tensor:
-        """All sensor values ``[N, nsensordata]`` (a copy); slice one with :meth:`sensor_slice`."""
-        return torch.from_numpy(self._sensordata.copy())
+        """All sensor values ``[N, nsensordata]`` (a copy); slice one with :meth:`sensor_slice`.
+
+        Acceleration-stage sensors hold each env's values of its last step (zero after a reset), never another
+        env's: see the module docstring.
+        """
+        values = self._sensordata.copy()
+        values[:, self._acc_cols] = self._acc_own
+        return torch.from_numpy(values)
 
     def sensor_slice(self, name: str) -> slice:
         """Columns of sensor ``name`` in :meth:`sensordata`."""
@@ -154,10 +177,18 @@ class MujocoBackend(ModelSizes):
     def _check_ctrl(self, ctrl: torch.Tensor) -> None:
         check_controls(ctrl, self.num_envs, self.nu, "MujocoBackend")
 
+    def _keep_acc_sensors(self, ids: np.ndarray | None) -> None:
+        """Remember the acceleration-stage sensors that the last step computed for ``ids`` (all if None)."""
+        rows = slice(None) if ids is None else ids
+        self._acc_own[rows] = self._sensordata[rows][:, self._acc_cols]
+
     def _run(self, call) -> None:
         try:
             call()
         except mj_batch.SimulationError as err:
-            raise RuntimeError(
-                f"MuJoCo failed in env indices {err.ids[:20].tolist()} (their state is unchanged): {err}"
-            ) from err
+            raise _failure(err) from err
+
+
+def _failure(err: mj_batch.SimulationError) -> RuntimeError:
+    """The error for simulations that MuJoCo refused to advance (their state is unchanged)."""
+    return RuntimeError(f"MuJoCo failed in env indices {err.ids[:20].tolist()} (their state is unchanged): {err}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mujoco
+import numpy as np
 import torch
 
 
@@ -60,3 +61,19 @@ def sensor_columns(model: mujoco.MjModel, name: str) -> slice:
         raise ValueError(f"Model has no sensor '{name}'; add one with mujoco.MjSpec.add_sensor before compiling.")
     adr = int(model.sensor_adr[sid])
     return slice(adr, adr + int(model.sensor_dim[sid]))
+
+
+def acc_sensor_columns(model: mujoco.MjModel) -> np.ndarray:
+    """Columns of ``sensordata`` that MuJoCo computes in the acceleration stage (contact, actuator force, touch, ...).
+
+    Only a physics step computes them; ``mj_fwdPosition`` / ``mj_fwdVelocity`` (a backend's ``forward``) leave them
+    as they were.
+    """
+    acc = int(mujoco.mjtStage.mjSTAGE_ACC)
+    cols = [
+        c
+        for s in range(model.nsensor)
+        if int(model.sensor_needstage[s]) == acc
+        for c in range(int(model.sensor_adr[s]), int(model.sensor_adr[s]) + int(model.sensor_dim[s]))
+    ]
+    return np.asarray(cols, dtype=np.int64)

@@ -30,11 +30,10 @@ import mujoco
 import torch
 
 from rslkit.envs.mujoco.backend import MujocoBackendCfg
-from rslkit.envs.mujoco.backend_checks import ModelSizes, check_controls, sensor_columns
+from rslkit.envs.mujoco.backend_checks import ModelSizes, acc_sensor_columns, check_controls, sensor_columns
 
 _INSTALL_HINT = "install MuJoCo Warp with `pip install -e '.[warp]'` (mujoco-warp, warp-lang)"
 _STATE_SIG = int(mujoco.mjtState.mjSTATE_INTEGRATION)
-_ACC_STAGE = int(mujoco.mjtStage.mjSTAGE_ACC)
 
 
 def import_warp(quiet: bool = True) -> tuple[Any, Any]:
@@ -133,13 +132,7 @@ class WarpBackend(ModelSizes):
             self._capacity_mask |= int(getattr(mjw.OverflowType, name, 0))
         # Sensors computed in the acceleration stage (actuator forces, contact forces, ...): MuJoCo Warp's step1
         # zeroes every sensor, C MuJoCo's keeps these at their last step's values; restore them to match.
-        acc = [
-            c
-            for s in range(model.nsensor)
-            if int(model.sensor_needstage[s]) == _ACC_STAGE
-            for c in range(int(model.sensor_adr[s]), int(model.sensor_adr[s]) + int(model.sensor_dim[s]))
-        ]
-        self._acc_cols = torch.tensor(acc, dtype=torch.long, device=self.device)
+        self._acc_cols = torch.as_tensor(acc_sensor_columns(model), dtype=torch.long, device=self.device)
         nstate = mujoco.mj_stateSize(model, _STATE_SIG)
         with wp.ScopedDevice(self._wp_device):
             try:
