@@ -1,4 +1,4 @@
-"""Pieces shared by the command-line entry points."""
+"""Pieces shared by the command-line entry points (importing this module loads no torch: rslkit.plot uses it)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ import os
 import sys
 from collections.abc import Callable
 
-import torch
-
-from rslkit.envs.registry import get_task, task_names
-
 
 def tasks_epilog() -> str:
     """Help text listing every registered task."""
+    from rslkit.envs.registry import get_task, task_names  # here: run_cli serves torch-free commands (rslkit.plot)
+
     lines = ["registered tasks:"]
     for name in task_names():
         lines.append(f"  {name:<20s} {get_task(name).description}")
@@ -29,6 +27,8 @@ def resolve_device(device: str) -> str:
     Raises:
         ValueError: when CUDA is requested but not available.
     """
+    import torch
+
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {device} requested but CUDA is not available; use --device cpu.")
     if not (device == "cpu" or device.startswith("cuda")):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import sys
 from pathlib import Path
+
+from rslkit.cli.common import run_cli
 
 DEFAULT_METRICS = (
     "Train/mean_return",
@@ -266,18 +267,8 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 def run(argv: list[str] | None = None) -> None:
-    """:func:`main` for the command line: bad input ends with its message and exit code 2, not a traceback.
-
-    Set ``RSLKIT_TRACEBACK=1`` to see the full traceback. (Not :func:`rslkit.cli.common.run_cli`: that module
-    imports torch, which a plot does not need.)
-    """
-    try:
-        main(argv)
-    except (ValueError, FileNotFoundError) as err:
-        if os.environ.get("RSLKIT_TRACEBACK"):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    """:func:`main` for the command line: bad input ends with its message and exit code 2, not a traceback."""
+    run_cli(lambda: main(argv))
 
 
 if __name__ == "__main__":

@@ -164,3 +164,11 @@ def test_malformed_rows_are_named_and_skipped_never_silently(tmp_path, capsys):
     (run / "metrics.csv").write_text("iteration,Loss/value\n0,x\n")
     with pytest.raises(ValueError, match=r"no readable rows \(1 malformed: .*line 2: field 2 is not a number"):
         plot.plot_runs([run], tmp_path / "d.png")
+
+
+def test_plot_command_loads_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, rslkit.cli.plot; assert 'torch' not in sys.modules, 'rslkit.plot imports torch'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
