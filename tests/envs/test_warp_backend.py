@@ -74,6 +74,7 @@ def _fields(b) -> dict[str, torch.Tensor]:
     }
 
 
+@pytest.mark.slow
 def test_trajectory_matches_c_mujoco() -> None:
     c, w = _pair(4)
     for name, value in _fields(w).items():  # same start, derived fields included
@@ -122,6 +123,7 @@ def _step_both(c: MujocoBackend, w: WarpBackend, home: torch.Tensor, steps: int)
             torch.testing.assert_close(value, _fields(c)[name], rtol=0, atol=ATOL[name], msg=f"{name}, step {step}")
 
 
+@pytest.mark.slow
 def test_go2_contacts_match_c_mujoco() -> None:
     """Go2 dropped on the floor (foot contacts, implicitfast, contact and torque sensors) from the same state.
 
@@ -137,6 +139,7 @@ def test_go2_contacts_match_c_mujoco() -> None:
     assert bool((c.qpos[:, 2] < 0.28).all())  # and the trunk sank from 0.30 m onto its legs
 
 
+@pytest.mark.slow
 def test_per_env_friction_and_mass_match_c_mujoco() -> None:
     """Domain randomization (go2-flat's): per-env foot friction and trunk mass, then set_const, on both backends."""
     model, c, w, home = _go2_pair(4)
@@ -160,6 +163,7 @@ def test_per_env_friction_and_mass_match_c_mujoco() -> None:
         w.expand_model_field("nbody")
 
 
+@pytest.mark.slow
 def test_contact_overflow_is_named_and_put_back() -> None:
     """Too little contact capacity (nconmax) drops contacts: the step raises and the envs keep their state."""
     model, c, _, home = _go2_pair(2)
@@ -280,6 +284,7 @@ def test_so101_reach_on_warp_follows_mujoco() -> None:
     torch.testing.assert_close(envs["mujoco"].ee_pos, envs["warp"].ee_pos.cpu(), rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_so101_lift_on_warp_follows_mujoco() -> None:
     """The lift scene (cube, jaw contacts) on both backends: same observations within contact-solver round-off."""
     from rslkit.envs.tasks.so101_lift import SO101LiftCfg, SO101LiftTask
@@ -295,6 +300,7 @@ def test_so101_lift_on_warp_follows_mujoco() -> None:
         torch.testing.assert_close(obs_w["policy"].cpu(), obs_c["policy"], rtol=0, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_train_and_play_cli_sim_flag(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rslkit.cli import play, train
 
