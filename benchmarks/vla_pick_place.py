@@ -121,9 +121,9 @@ def evaluate_checkpoint(
     executing ``execute_steps`` actions of each chunk (0: all of them), or with temporal ensembling at
     ``ensemble_coeff``."""
     import torch
+    from rslkit.runners.instructed_env import run_instructed_episodes
 
     from rslkit.recipes.run import load_run
-    from rslkit.runners.instructed_env import run_instructed_episodes
 
     t0 = time.perf_counter()
     overrides = ["--agent.execute_steps", str(execute_steps), "--agent.temporal_ensemble_coeff", str(ensemble_coeff)]

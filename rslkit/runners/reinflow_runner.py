@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,18 +12,17 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg, make_chain
-from rslkit.algorithms.staleness import update_metrics
 from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
-from rslkit.runners.base import BaseRunner
-from rslkit.runners.checks import check_finite
+from rslkit.runners.checks import policy_obs_dim
 from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
-from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
-from rslkit.runners.run_config import RunCfg
+from rslkit.runners.evaluation import evaluate_episodes
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.rollout_runner import RolloutRunner
+from rslkit.runners.run_config import RolloutCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
@@ -33,7 +31,7 @@ from rslkit.utils.validation import expect
 
 
 @dataclass
-class ChainRunCfg(RunCfg, ChunkExecutionCfg):
+class ChainRunCfg(RolloutCfg, ChunkExecutionCfg):
     """The fields of every ReinFlow fine-tuning run (state-only flow or VLA policy). CLI: ``--agent.<field>``."""
 
     pretrained: str = ""
@@ -45,7 +43,6 @@ class ChainRunCfg(RunCfg, ChunkExecutionCfg):
     max_iterations: int = 100
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
-    check_for_nan: bool = True
     restart_ended_episodes: str = "auto"
     """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
     ``reset_envs``; the rest of the old chunk never drives a new episode, see
@@ -58,8 +55,6 @@ class ChainRunCfg(RunCfg, ChunkExecutionCfg):
         mode = self.restart_ended_episodes
         expect(mode in ("auto", "restart", "continue"), "restart_ended_episodes",
                f"must be 'auto', 'restart' or 'continue', got {mode!r}")  # fmt: skip
-        steps = self.num_steps_per_env
-        expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
         self.check_execution(None)
@@ -81,7 +76,7 @@ def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyC
         ValueError: when the checkpoint was not written by flow-bc.
     """
     data = load_checkpoint(path, device)
-    if data.get("algorithm") != PretrainRunner.algorithm_name:
+    if data.get("algorithm") != FlowBCRunnerCfg.ALGORITHM:
         raise ValueError(
             f"--pretrained '{path}' was written by '{data.get('algorithm')}'; ReinFlow starts from a flow-bc "
             "checkpoint (train one with train.py --algo flow-bc --dataset DIR)."
@@ -92,7 +87,7 @@ def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyC
 ChainCfgT = TypeVar("ChainCfgT", bound=ChainRunCfg)
 
 
-class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
+class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
     """The ReinFlow loop, shared by the state-only (:class:`ReinFlowRunner`) and the VLA fine-tuning runner:
     rollouts of decisions, critic warm-up, PPO epochs, periodic evaluation, self-contained checkpoints.
 
@@ -118,15 +113,12 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
         mode = self.cfg.restart_ended_episodes
         restart = mode == "restart" or (mode == "auto" and callable(getattr(self.env, "reset_envs", None)))
         self.chunk_env = ActionChunkWrapper(self.env, alg.chain.horizon, self.cfg.algorithm.gamma, restart)
+        self.rollout_env = self.chunk_env
         self.stats = EpisodeStats(self.env.num_envs, self.device)
         self.total_env_steps = 0
+        self._actor_updated = False
         self._executor: ChunkExecutor | None = None
         self._obs = obs
-        """The observation the next rollout starts from (fetched again when :meth:`learn` starts)."""
-
-    def _actor_obs(self, obs: TensorDict) -> TensorDict:
-        """The observation the actor acts on (the env's; the VLA runner adds the instruction embedding)."""
-        return obs
 
     def reset_inference(self, dones: torch.Tensor | None) -> None:
         """Start a new chunk for envs whose episode ended."""
@@ -154,40 +146,26 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
     def _start_learning(self) -> None:
         self._obs = self.env.get_observations().to(self.device)
 
-    def _iteration(self) -> dict[str, float]:
-        obs = self._obs
-        t0 = time.perf_counter()
-        env_log = EnvLogMeans()
-        with torch.inference_mode():
-            for _ in range(self.cfg.num_steps_per_env):
-                chunk = self.alg.act(self._actor_obs(obs))
-                obs, rewards, dones, extras = self.chunk_env.step(chunk.to(self.env.device))
-                obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                if self.cfg.check_for_nan:
-                    check_finite(obs, rewards)
-                self.alg.process_env_step(rewards, dones, extras)
-                step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
-                for j in range(step_rewards.shape[1]):
-                    self.stats.update(step_rewards[:, j], step_dones[:, j], None)
-                self.stats.restart(extras["restarted"].to(self.device).nonzero().squeeze(-1))
-                env_log.add(extras["log"])
-            self.alg.compute_returns(obs)
-        t1 = time.perf_counter()
-        update_actor = self.iteration >= self.cfg.algorithm.critic_warmup_iterations
-        losses = self.alg.update(update_actor)
-        t2 = time.perf_counter()
-        steps = self.cfg.num_steps_per_env * self.env.num_envs * self.chunk_env.horizon
-        self.total_env_steps += steps
-        metrics = update_metrics(losses)
-        metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
-        metrics["Policy/mean_std"] = self.alg.mean_sigma(self._actor_obs(obs))
-        metrics["Policy/actor_updated"] = float(update_actor)
-        metrics.update(self.stats.summary())
-        metrics.update(env_log.metrics())
-        metrics.update(perf_metrics(steps, t1 - t0, t2 - t1, self.total_env_steps))
-        metrics["Perf/iteration_time"] = t2 - t0
-        self._obs = obs
-        return metrics
+    def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
+        """Episode statistics per env step inside the decision (and a restart forgets the spoiled start)."""
+        step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
+        for j in range(step_rewards.shape[1]):
+            self.stats.update(step_rewards[:, j], step_dones[:, j], None)
+        self.stats.restart(extras["restarted"].to(self.device).nonzero().squeeze(-1))
+
+    def _update(self) -> dict[str, float]:
+        self._actor_updated = self.iteration >= self.cfg.algorithm.critic_warmup_iterations
+        return self.alg.update(self._actor_updated)
+
+    def _env_steps(self) -> int:
+        return self.cfg.num_steps_per_env * self.env.num_envs * self.chunk_env.horizon
+
+    def _policy_metrics(self, obs: TensorDict) -> dict[str, float]:
+        return {
+            "Loss/learning_rate": self.cfg.algorithm.actor_lr,
+            "Policy/mean_std": self.alg.mean_sigma(self._actor_obs(obs)),
+            "Policy/actor_updated": float(self._actor_updated),
+        }
 
     def _after_iteration(self, metrics: dict[str, float], last: bool) -> None:
         interval = self.cfg.eval_interval
@@ -195,17 +173,28 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
             metrics.update(self.evaluate())
             self._obs = self.env.get_observations().to(self.device)
 
+    # ------------------------------------------------------------------ inference and evaluation
     @abstractmethod
-    def evaluate(self) -> dict[str, float]:
-        """Deterministic evaluation (``Eval/*`` metrics); leaves the env freshly reset for training."""
+    def _act_chunk(self, obs: TensorDict, num_steps: int) -> torch.Tensor:
+        """Deterministic chunks ``[N, Ta, A]`` of the policy for the env's observation (``num_steps`` ODE steps)."""
 
-    def _reset_after_evaluation(self) -> None:
-        """A fresh start for training after an evaluation (the env is reset when it can be)."""
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
+        k = self.alg.chain.num_steps
+        self._executor = self.cfg.chunk_executor(lambda obs: self._act_chunk(obs, k), self.alg.chain.horizon)
+        return self._executor
+
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env (:func:`~rslkit.runners.evaluation.evaluate_episodes`: return, success
+        overall and per instruction where the env reports them), then a fresh start for training (the env is reset
+        when it can be)."""
+        metrics = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device).metrics()
         if hasattr(self.env, "reset"):
             with torch.inference_mode():  # the env's state tensors were created under inference mode
                 self.env.reset()
         self.stats.returns.zero_()
         self.stats.lengths.zero_()
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_state(self) -> dict[str, Any]:
@@ -279,7 +268,7 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
     """
 
     algorithm_name = "reinflow"
-    pretrained_algorithm = PretrainRunner.algorithm_name
+    pretrained_algorithm = FlowBCRunnerCfg.ALGORITHM
 
     def __init__(
         self,
@@ -319,19 +308,6 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
         assert isinstance(policy, FlowPolicy)
         return policy
 
-    # ------------------------------------------------------------------ inference
-    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
-        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
-        policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
-        self._executor = self.cfg.chunk_executor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
-        return self._executor
-
-    def evaluate(self) -> dict[str, float]:
-        """One deterministic episode per env, then a fresh start for training (the env is reset when it can be)."""
-        returns, lengths = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
-        self._reset_after_evaluation()
-        return {
-            "Eval/mean_return": float(returns.mean()),
-            "Eval/std_return": float(returns.std()),
-            "Eval/mean_episode_length": float(lengths.mean()),
-        }
+    def _act_chunk(self, obs: TensorDict, num_steps: int) -> torch.Tensor:
+        """Chunks from the observation group the flow policy reads."""
+        return self.policy.act_chunk(obs[self.cfg.policy.obs_group], num_steps=num_steps)

@@ -10,7 +10,6 @@ image size (``--env.cameras``, ``--env.camera_width`` / ``--env.camera_height``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,10 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import VLAPolicy
-from rslkit.runners.instructed_env import EnvInstructions, evaluate_instructed
-from rslkit.runners.pretrain_runner import policy_obs_dim
+from rslkit.runners.checks import policy_obs_dim
+from rslkit.runners.env_instructions import EnvInstructions
 from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase
-from rslkit.runners.vla_runner import VLAPretrainRunner
+from rslkit.runners.vla_bc_data import VLABCRunnerCfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict
 from rslkit.utils.distributed import DistInfo
@@ -85,7 +84,7 @@ def load_vla_pretrained(path: str | Path, device: torch.device) -> VLAPretrained
         ValueError: when the checkpoint was not written by vla-bc.
     """
     data = load_checkpoint(path, device)
-    if data.get("algorithm") != VLAPretrainRunner.algorithm_name:
+    if data.get("algorithm") != VLABCRunnerCfg.ALGORITHM:
         raise ValueError(
             f"'{path}' was written by '{data.get('algorithm')}'; vla-reinflow starts from a vla-bc checkpoint (train "
             "one with train.py --algo vla-bc --dataset DIR; a flow-bc policy is fine-tuned with --algo reinflow)."
@@ -114,7 +113,7 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
     """
 
     algorithm_name = "vla-reinflow"
-    pretrained_algorithm = VLAPretrainRunner.algorithm_name
+    pretrained_algorithm = VLABCRunnerCfg.ALGORITHM
 
     def __init__(
         self,
@@ -205,20 +204,9 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
         """``obs`` with the instruction embedding (for policies that read one)."""
         return self.instructions.add_to(obs) if self.instructions is not None else obs
 
-    # ------------------------------------------------------------------ inference
-    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
-        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
-        policy, k = self.policy, self.alg.chain.num_steps
-        self._executor = self.cfg.chunk_executor(
-            lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon
-        )
-        return self._executor
-
-    def evaluate(self) -> dict[str, float]:
-        """One deterministic episode per env: return, success overall and per instruction; then a fresh start."""
-        metrics = evaluate_instructed(self.env, self.inference_policy(), self.reset_inference)
-        self._reset_after_evaluation()
-        return metrics
+    def _act_chunk(self, obs: TensorDict, num_steps: int) -> torch.Tensor:
+        """Chunks from the env's observation groups and each env's instruction embedding."""
+        return self.policy.act_chunk(self._actor_obs(obs), num_steps=num_steps)
 
     # ------------------------------------------------------------------ checkpoints
     def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:

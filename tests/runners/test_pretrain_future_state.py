@@ -7,7 +7,8 @@ from rslkit.data import record_episodes, write_lerobot_dataset
 from rslkit.data.pendulum_expert import pendulum_expert
 from rslkit.envs import make_env
 from rslkit.models.flow import FlowPolicyCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.utils.seeding import seed_everything
 
 
