@@ -324,23 +324,13 @@ def run_children_in_lanes(
         t.join()
 
 
-def success_rate(env: Any, policy: Callable[[Any], Any], episodes: int) -> float:
-    """Fraction of the first episode of each of ``episodes`` envs that ended in ``extras["success"]`` (deterministic
-    ``policy``; ``env`` fresh, one episode per env)."""
-    import torch
+def success_rate(env: Any, runner: Any) -> float:
+    """Fraction of one episode per env of a fresh ``env`` that ended in ``extras["success"]`` under ``runner``'s
+    deterministic policy (:func:`rslkit.runners.evaluation.evaluate_episodes`)."""
+    from rslkit.runners.evaluation import evaluate_episodes
 
-    obs = env.get_observations()
-    done = torch.zeros(episodes, dtype=torch.bool)
-    success = torch.zeros(episodes, dtype=torch.bool)
-    with torch.inference_mode():
-        for _ in range(int(env.max_episode_length) + 1):
-            obs, _, dones, extras = env.step(policy(obs))
-            fresh = dones & ~done
-            success |= fresh & extras.get("success", torch.zeros_like(dones)).bool()
-            done |= dones
-            if done.all():
-                break
-    return float(success.float().mean())
+    episodes = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device, reset=False)
+    return float(episodes.success.float().mean())
 
 
 def lane_child(spec: dict[str, Any], result_path: str, run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:

@@ -96,7 +96,7 @@ def evaluate_policy(ckpt: Path, episodes: int = 256) -> float:
     from rslkit.recipes import load_run
 
     env, runner, _ = load_run(ckpt, num_envs=episodes, seed=12345)
-    return C.success_rate(env, runner.inference_policy(), episodes)
+    return C.success_rate(env, runner)
 
 
 def evaluate_policy_of(runner, episodes: int = 256) -> float:
@@ -106,7 +106,7 @@ def evaluate_policy_of(runner, episodes: int = 256) -> float:
     spec = get_task(runner.run_info["task"])
     cfg = spec.env_cfg()
     cfg.num_envs, cfg.seed = episodes, 12345
-    return C.success_rate(spec.make_env(cfg, "cpu"), runner.inference_policy(), episodes)
+    return C.success_rate(spec.make_env(cfg, "cpu"), runner)
 
 
 def expert_pairs(task: str, envs: int, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -119,7 +119,7 @@ def evaluate(checkpoint: Path, task: str, episodes: int) -> float:
     from rslkit.recipes import load_run
 
     env, runner, _ = load_run(checkpoint, num_envs=episodes, seed=12345)
-    rate = C.success_rate(env, runner.inference_policy(), episodes)
+    rate = C.success_rate(env, runner)
     getattr(env, "close", lambda: None)()
     return rate
 

@@ -58,12 +58,11 @@ def _evaluate(runner: Any) -> float:
     import torch
 
     from rslkit.envs import make_env
-    from rslkit.runners.pretrain_runner import evaluate_episodes
+    from rslkit.runners.evaluation import evaluate_episodes
 
     env = make_env("pendulum", num_envs=256, seed=123)
     torch.manual_seed(5)
-    returns, _ = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, torch.device("cpu"))
-    return float(returns.mean())
+    return float(evaluate_episodes(env, runner.inference_policy(), runner.reset_inference).returns.mean())
 
 
 def pretrain(seed: int, root: Path) -> tuple[str, float, float]:
@@ -75,7 +74,8 @@ def pretrain(seed: int, root: Path) -> tuple[str, float, float]:
     from rslkit.data.pendulum_expert import pendulum_expert
     from rslkit.envs import make_env
     from rslkit.models.flow import FlowPolicyCfg
-    from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+    from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+    from rslkit.runners.pretrain_runner import PretrainRunner
 
     t0 = time.perf_counter()
     torch.manual_seed(seed)

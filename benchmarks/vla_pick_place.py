@@ -121,14 +121,14 @@ def evaluate_checkpoint(
     executing ``execute_steps`` actions of each chunk (0: all of them), or with temporal ensembling at
     ``ensemble_coeff``."""
     import torch
-    from rslkit.runners.instructed_env import run_instructed_episodes
 
     from rslkit.recipes.run import load_run
+    from rslkit.runners.evaluation import evaluate_episodes
 
     t0 = time.perf_counter()
     overrides = ["--agent.execute_steps", str(execute_steps), "--agent.temporal_ensemble_coeff", str(ensemble_coeff)]
     env, runner, _ = load_run(ckpt, num_envs=episodes, seed=EVAL_SEED, overrides=overrides)
-    result = run_instructed_episodes(env, runner.inference_policy(), runner.reset_inference)
+    result = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device)
     per: dict[str, dict[str, float]] = {}
     for g, text in enumerate(env.instructions):
         mask = result.goal == g

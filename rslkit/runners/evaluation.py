@@ -17,12 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from tensordict import TensorDict
 
 from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP
 from rslkit.envs.vec_env import VecEnv
+
+StepHook = Callable[[torch.Tensor, dict[str, Any], torch.Tensor], None]
+"""``on_step(dones [N], extras, active [N])`` of :func:`evaluate_episodes`."""
 
 
 @dataclass
@@ -68,6 +72,7 @@ def evaluate_episodes(
     reset_policy: Callable[[torch.Tensor | None], None],
     device: str | torch.device = "cpu",
     reset: bool = True,
+    on_step: StepHook | None = None,
 ) -> Episodes:
     """Run ``policy`` (``obs -> actions [N, A]`` on ``device``) until every env finished one episode.
 
@@ -79,6 +84,8 @@ def evaluate_episodes(
             after each step (recurrent state, open action chunks).
         device: the policy's device.
         reset: whether to reset the env first.
+        on_step: called after each step with ``(dones, extras, active)``: ``dones [N]`` and ``active [N]`` (the envs
+            whose counted episode the step belonged to) bool on the CPU; for figures of a benchmark's own.
 
     The global torch RNG is restored afterwards, so an evaluation does not change the course of training (exact
     resume). The step limit is the module's rule (:func:`step_limit`).
@@ -89,7 +96,7 @@ def evaluate_episodes(
     device = torch.device(device)
     devices = [d for d in {device, torch.device(env.device)} if d.type == "cuda"]
     with torch.random.fork_rng(devices=devices):
-        return _run_episodes(env, policy, reset_policy, device, reset)
+        return _run_episodes(env, policy, reset_policy, device, reset, on_step)
 
 
 def _run_episodes(
@@ -98,6 +105,7 @@ def _run_episodes(
     reset_policy: Callable[[torch.Tensor | None], None],
     device: torch.device,
     reset: bool,
+    on_step: StepHook | None,
 ) -> Episodes:
     if reset and hasattr(env, "reset"):
         env.reset()
@@ -127,6 +135,8 @@ def _run_episodes(
             has_success = True
             success |= dones & active & extras["success"].cpu().bool()
         finished |= dones & active
+        if on_step is not None:
+            on_step(dones, extras, active)
         counting |= dones
         if bool(finished.all()):
             return Episodes(returns, lengths, success, goal if instructed else None, has_success)
