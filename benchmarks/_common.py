@@ -141,6 +141,24 @@ def imported_rslkit() -> dict[str, str]:
     return {"rslkit_path": str(pkg), "rslkit_fingerprint": code_fingerprint(pkg)}
 
 
+# ---------------------------------------------------------------------------------------------- train.py flags
+TRAIN_FLAGS_HELP = (
+    "Everything after `--` is passed unchanged to every training run the benchmark starts (train.py flags: "
+    "`-- --agent.algorithm.learning_rate 3e-4 --env.episode_length 100`)."
+)
+"""The epilog of every benchmark that forwards flags (:func:`split_train_flags`)."""
+
+
+def split_train_flags(argv: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """``(the benchmark's own arguments, train.py flags)`` of ``argv`` (default: the command line): the one way a
+    benchmark takes extra train.py flags is everything after the first ``--``, passed to every training run."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in args:
+        return args, []
+    cut = args.index("--")
+    return args[:cut], args[cut + 1 :]
+
+
 # ---------------------------------------------------------------------------------------------- env wrapper
 class EpisodeReturnRecorder:
     """Pass-through VecEnv wrapper that records the returns of finished *complete* episodes, the time spent in

@@ -32,7 +32,8 @@ def test_offset_training_samples_offset_batches(tmp_path, monkeypatch):
     runner = _runner(dataset, max_future_offset=4, future_state_slice=(2, 3), future_state_source="action")
     runner.load_dataset()
     data = runner.data.dataset
-    assert data is not None and (data.max_offset, data.state_slice, data.future_state_source) == (4, slice(2, 3), "action")
+    assert data is not None
+    assert (data.max_offset, data.state_slice, data.future_state_source) == (4, slice(2, 3), "action")
     seen = []
     original = runner.alg.update
 
