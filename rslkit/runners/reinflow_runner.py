@@ -16,6 +16,7 @@ from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
+from rslkit.runners.bc_data import BCRunCfg
 from rslkit.runners.checks import policy_obs_dim
 from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
@@ -69,19 +70,22 @@ class ReinFlowRunnerCfg(ChainRunCfg):
     """Filled from the pretrained checkpoint (kept so a ReinFlow checkpoint rebuilds without it)."""
 
 
-def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyCfg, dict]:
-    """Policy settings and EMA weights of a flow-bc checkpoint.
+def load_pretrained(
+    path: str | Path, device: torch.device, bc: type[BCRunCfg], who: str, hint: str = ""
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The agent config (as saved) and the EMA policy weights (the deployed policy) of a behaviour-cloning checkpoint
+    of ``bc.ALGORITHM``, for the fine-tuning run ``who``; ``hint`` ends the error message.
 
     Raises:
-        ValueError: when the checkpoint was not written by flow-bc.
+        ValueError: when the checkpoint was written by another algorithm.
     """
     data = load_checkpoint(path, device)
-    if data.get("algorithm") != FlowBCRunnerCfg.ALGORITHM:
+    if data.get("algorithm") != bc.ALGORITHM:
         raise ValueError(
-            f"--pretrained '{path}' was written by '{data.get('algorithm')}'; ReinFlow starts from a flow-bc "
-            "checkpoint (train one with train.py --algo flow-bc --dataset DIR)."
+            f"'{path}' was written by '{data.get('algorithm')}'; {who} starts from a {bc.ALGORITHM} checkpoint (train "
+            f"one with train.py --algo {bc.ALGORITHM} --dataset DIR{hint})."
         )
-    return from_dict(FlowPolicyCfg, data["agent_cfg"]["policy"]), data["alg"]["ema"]["model"]
+    return data["agent_cfg"], data["alg"]["ema"]["model"]
 
 
 ChainCfgT = TypeVar("ChainCfgT", bound=ChainRunCfg)
@@ -284,7 +288,8 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
         """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
         weights = None
         if cfg.pretrained:
-            cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
+            agent_cfg, weights = load_pretrained(cfg.pretrained, self.device, FlowBCRunnerCfg, "ReinFlow")
+            cfg.policy = from_dict(FlowPolicyCfg, agent_cfg["policy"])
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)
         if weights is not None:

@@ -26,7 +26,7 @@ from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import VLAPolicy
 from rslkit.runners.checks import policy_obs_dim
 from rslkit.runners.env_instructions import EnvInstructions
-from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase
+from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase, load_pretrained
 from rslkit.runners.vla_bc_data import VLABCRunnerCfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict
@@ -83,17 +83,10 @@ def load_vla_pretrained(path: str | Path, device: torch.device) -> VLAPretrained
     Raises:
         ValueError: when the checkpoint was not written by vla-bc.
     """
-    data = load_checkpoint(path, device)
-    if data.get("algorithm") != VLABCRunnerCfg.ALGORITHM:
-        raise ValueError(
-            f"'{path}' was written by '{data.get('algorithm')}'; vla-reinflow starts from a vla-bc checkpoint (train "
-            "one with train.py --algo vla-bc --dataset DIR; a flow-bc policy is fine-tuned with --algo reinflow)."
-        )
-    agent = data["agent_cfg"]
+    hint = "; a flow-bc policy is fine-tuned with --algo reinflow"
+    agent, weights = load_pretrained(path, device, VLABCRunnerCfg, "vla-reinflow", hint)
     policy = from_dict(VLAPolicyCfg, agent["policy"])
-    return VLAPretrained(
-        policy, agent.get("text_encoder", MINILM), agent.get("instruction", ""), data["alg"]["ema"]["model"]
-    )
+    return VLAPretrained(policy, agent.get("text_encoder", MINILM), agent.get("instruction", ""), weights)
 
 
 class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
