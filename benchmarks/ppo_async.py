@@ -13,8 +13,8 @@ return and success at the end, wall-clock of the run, wall-clock until the train
 
 The learning rate is ``fixed`` by default (``--schedule``, ``--lr`` 5e-4): in ppo_staleness.json the KL-adaptive
 schedule sank to its floor in every eta = 8 run, the decoupled ones included, which confounds the objective with the
-schedule; 5e-4 is about where sync PPO's adaptive rate sat there (figures: docs/benchmarks.md, section
-"ppo_staleness").
+schedule; 5e-4 is about where sync PPO's adaptive rate sat there (figures: docs/benchmarks.md, section 13,
+``ppo_staleness.py``).
 
 Run (results in benchmarks/results/ppo_async.json, written after every run; about 15-20 min for the 6 rows of one
 seed on 2 busy cores: ~1 s per iteration at eta 2)::

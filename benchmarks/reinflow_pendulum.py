@@ -17,7 +17,7 @@ Per seed:
                   through the same code so only K, the noise and the clip differ). Its clip is 0.01: the ratio is of
                   log-probs normalized over (K + 1) Ta A scalars, so (K + 1) x clip, the trust region on the summed
                   log-ratio, stays about 0.1 for both (with clip 0.02 the K=10 chain degrades; docs/benchmarks.md,
-                  section "reinflow_pendulum").
+                  section 4).
   4. Deterministic evaluation (noise-free ODE at the fine-tuned K) of one episode on each of 256 start states that
      are identical for BC and both fine-tuned policies.
 
