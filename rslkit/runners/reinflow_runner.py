@@ -124,6 +124,21 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
         self._executor: ChunkExecutor | None = None
         self._obs = obs
 
+    def _take_pretrained(self, policy: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+        """Load the pretrained policy's ``weights`` into ``policy``.
+
+        Raises:
+            ValueError: they do not fit (the checkpoint was trained on another task or with other sizes).
+        """
+        try:
+            policy.load_state_dict(weights)
+        except RuntimeError as err:
+            detail = " ".join(str(err).split()[:40])
+            raise ValueError(
+                f"The {self.pretrained_algorithm} checkpoint '{self.cfg.pretrained}' does not fit this env "
+                f"(observation/action sizes differ); fine-tune on the --task it was trained on. Details: {detail}"
+            ) from None
+
     def reset_inference(self, dones: torch.Tensor | None) -> None:
         """Start a new chunk for envs whose episode ended."""
         if self._executor is not None:
@@ -215,37 +230,31 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
         }
 
     def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a checkpoint of this runner, or with ``weights_only`` take its actor (chain) and critic
-        weights.
+        """Resume from a checkpoint of this runner, or with ``weights_only`` take its actor (chain), critic and
+        reference weights (:meth:`BaseRunner.load`); a behaviour-cloning checkpoint goes to
+        :meth:`_load_pretrained`.
 
         Raises:
             ValueError: for a checkpoint of another algorithm or an incompatible network.
         """
-        return self._load_data(load_checkpoint(path, self.device), path, weights_only)
-
-    def _load_data(self, data: dict[str, Any], path: str | Path, weights_only: bool) -> dict[str, Any]:
-        name = self.algorithm_name
-        if data.get("algorithm") != name:
-            pre = self.pretrained_algorithm
-            hint = f" (pass a {pre} checkpoint as --pretrained)" if data.get("algorithm") == pre else ""
-            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by {name}{hint}.")
-        try:
-            if weights_only:
-                self._load_weights(data["alg"])
-            else:
-                self.alg.load_state_dict(data["alg"])
-        except RuntimeError as err:
-            detail = " ".join(str(err).split()[:40])
-            raise ValueError(
-                f"Checkpoint '{path}' does not fit this policy (different task, sizes or agent settings); "
-                f"pass the matching --task. Details: {detail}"
-            ) from None
+        data = load_checkpoint(path, self.device)
+        if data.get("algorithm") == self.pretrained_algorithm:
+            return self._load_pretrained(path, data, weights_only)
+        data = super().load(path, weights_only)
         self.initialized = True
-        if weights_only:
-            return data
-        self.iteration = data["iteration"]
-        self._restore(data)
         return data
+
+    def _load_pretrained(self, path: str | Path, data: dict[str, Any], weights_only: bool) -> dict[str, Any]:
+        """The behaviour-cloning checkpoint ``data`` at ``path`` where one of this runner was expected.
+
+        Raises:
+            ValueError: it is to be passed as ``--pretrained``.
+        """
+        pre = self.pretrained_algorithm
+        raise ValueError(
+            f"Checkpoint '{path}' was written by '{pre}', not by {self.algorithm_name} (pass a {pre} checkpoint as "
+            "--pretrained)."
+        )
 
     def _load_weights(self, alg_state: dict[str, Any]) -> None:
         self.alg.chain.load_state_dict(alg_state["chain"])
@@ -293,14 +302,7 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)
         if weights is not None:
-            try:
-                policy.load_state_dict(weights)
-            except RuntimeError as err:
-                detail = " ".join(str(err).split()[:40])
-                raise ValueError(
-                    f"--pretrained '{cfg.pretrained}' does not fit this env (observation/action sizes differ); "
-                    f"pretrain on the same --task. Details: {detail}"
-                ) from None
+            self._take_pretrained(policy, weights)
         obs = env.get_observations().to(self.device)
         chain = make_chain(policy, cfg.algorithm)
         alg = ReinFlow(chain, cfg.algorithm, cfg.num_steps_per_env, obs, cfg.policy.obs_group, self.device)

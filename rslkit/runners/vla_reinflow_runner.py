@@ -28,7 +28,6 @@ from rslkit.runners.checks import policy_obs_dim
 from rslkit.runners.env_instructions import EnvInstructions
 from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase, load_pretrained
 from rslkit.runners.vla_bc_data import VLABCRunnerCfg
-from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
@@ -135,14 +134,7 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
         c.policy.num_inference_steps = c.algorithm.num_inference_steps or c.policy.num_inference_steps
         policy = VLAPolicy(policy_obs_dim(env, c.policy.state_group), env.num_actions, c.policy)
         if pretrained is not None:
-            try:
-                policy.load_state_dict(pretrained.weights)
-            except RuntimeError as err:
-                detail = " ".join(str(err).split()[:40])
-                raise ValueError(
-                    f"The vla-bc checkpoint '{c.pretrained}' does not fit this env (state/action sizes differ); "
-                    f"fine-tune on the task it was trained on. Details: {detail}"
-                ) from None
+            self._take_pretrained(policy, pretrained.weights)
         if c.trainable == "action_expert":
             policy.tokenizer.requires_grad_(False)
         self.instructions = self._instructions() if c.policy.language_dim > 0 else None
@@ -202,16 +194,15 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
         return self.policy.act_chunk(self._actor_obs(obs), num_steps=num_steps)
 
     # ------------------------------------------------------------------ checkpoints
-    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a vla-reinflow checkpoint, take its weights (``weights_only``), or, with ``weights_only``,
-        start from a vla-bc checkpoint (``train.py --algo vla-reinflow --checkpoint RUN/model_N.pt``).
+    def _load_pretrained(self, path: str | Path, data: dict[str, Any], weights_only: bool) -> dict[str, Any]:
+        """With ``weights_only``, start from the vla-bc checkpoint ``data`` (``train.py --algo vla-reinflow
+        --checkpoint RUN/model_N.pt``): the run is rebuilt around its policy.
 
         Raises:
-            ValueError: for a checkpoint of another algorithm or an incompatible network.
+            ValueError: without ``weights_only`` (a vla-bc checkpoint cannot be resumed as vla-reinflow).
         """
-        data = load_checkpoint(path, self.device)
-        if weights_only and data.get("algorithm") == self.pretrained_algorithm:
-            self.cfg.pretrained = self._pretrained_from = str(path)
-            self._build(load_vla_pretrained(path, self.device))
-            return data
-        return self._load_data(data, path, weights_only)
+        if not weights_only:
+            return super()._load_pretrained(path, data, weights_only)
+        self.cfg.pretrained = self._pretrained_from = str(path)
+        self._build(load_vla_pretrained(path, self.device))
+        return data
