@@ -25,7 +25,7 @@ from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.rollout_runner import RolloutRunner
 from rslkit.runners.run_config import RolloutCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.checkpoint import load_checkpoint
+from rslkit.utils.checkpoint import checkpoint_must_fit, load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
@@ -130,14 +130,8 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
         Raises:
             ValueError: they do not fit (the checkpoint was trained on another task or with other sizes).
         """
-        try:
+        with checkpoint_must_fit(self.cfg.pretrained):
             policy.load_state_dict(weights)
-        except RuntimeError as err:
-            detail = " ".join(str(err).split()[:40])
-            raise ValueError(
-                f"The {self.pretrained_algorithm} checkpoint '{self.cfg.pretrained}' does not fit this env "
-                f"(observation/action sizes differ); fine-tune on the --task it was trained on. Details: {detail}"
-            ) from None
 
     def reset_inference(self, dones: torch.Tensor | None) -> None:
         """Start a new chunk for envs whose episode ended."""
