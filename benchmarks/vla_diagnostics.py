@@ -57,6 +57,7 @@ def rollouts(checkpoint: Path, episodes: int) -> dict[str, Any]:
     """Grasp, lift and success rates, the error at the first close and the first chunk's dependence on the cube."""
     from rslkit.recipes.run import load_run
     from rslkit.runners.evaluation import evaluate_episodes
+    from rslkit.utils.checkpoint import load_checkpoint
 
     env, runner, _ = load_run(checkpoint, num_envs=episodes, seed=EVAL_SEED)
     task, policy = task_of(env), runner.policy
@@ -70,7 +71,7 @@ def rollouts(checkpoint: Path, episodes: int) -> dict[str, Any]:
     out["first_chunk_r2_on_cube_xy"] = r_squared(task.cube_pos[:, :2].cpu(), first[:, -1, :5].cpu())
     probe = getattr(runner.alg, "probe", None)
     if probe is not None:
-        probe.load_state_dict(torch.load(checkpoint, weights_only=False)["alg"]["probe"])
+        probe.load_state_dict(load_checkpoint(checkpoint)["alg"]["probe"])
         columns = runner.data.aux_columns.tolist()
         if columns[:2] == [CUBE_XY.start, CUBE_XY.stop - 1]:
             with torch.no_grad():
