@@ -141,6 +141,24 @@ def imported_rslkit() -> dict[str, str]:
     return {"rslkit_path": str(pkg), "rslkit_fingerprint": code_fingerprint(pkg)}
 
 
+# ---------------------------------------------------------------------------------------------- train.py flags
+TRAIN_FLAGS_HELP = (
+    "Everything after `--` is passed unchanged to every training run the benchmark starts (train.py flags: "
+    "`-- --agent.algorithm.learning_rate 3e-4 --env.episode_length 100`)."
+)
+"""The epilog of every benchmark that forwards flags (:func:`split_train_flags`)."""
+
+
+def split_train_flags(argv: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """``(the benchmark's own arguments, train.py flags)`` of ``argv`` (default: the command line): the one way a
+    benchmark takes extra train.py flags is everything after the first ``--``, passed to every training run."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in args:
+        return args, []
+    cut = args.index("--")
+    return args[:cut], args[cut + 1 :]
+
+
 # ---------------------------------------------------------------------------------------------- env wrapper
 class EpisodeReturnRecorder:
     """Pass-through VecEnv wrapper that records the returns of finished *complete* episodes, the time spent in
@@ -324,23 +342,13 @@ def run_children_in_lanes(
         t.join()
 
 
-def success_rate(env: Any, policy: Callable[[Any], Any], episodes: int) -> float:
-    """Fraction of the first episode of each of ``episodes`` envs that ended in ``extras["success"]`` (deterministic
-    ``policy``; ``env`` fresh, one episode per env)."""
-    import torch
+def success_rate(env: Any, runner: Any) -> float:
+    """Fraction of one episode per env of a fresh ``env`` that ended in ``extras["success"]`` under ``runner``'s
+    deterministic policy (:func:`rslkit.runners.evaluation.evaluate_episodes`)."""
+    from rslkit.runners.evaluation import evaluate_episodes
 
-    obs = env.get_observations()
-    done = torch.zeros(episodes, dtype=torch.bool)
-    success = torch.zeros(episodes, dtype=torch.bool)
-    with torch.inference_mode():
-        for _ in range(int(env.max_episode_length) + 1):
-            obs, _, dones, extras = env.step(policy(obs))
-            fresh = dones & ~done
-            success |= fresh & extras.get("success", torch.zeros_like(dones)).bool()
-            done |= dones
-            if done.all():
-                break
-    return float(success.float().mean())
+    episodes = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device, reset=False)
+    return float(episodes.success.float().mean())
 
 
 def lane_child(spec: dict[str, Any], result_path: str, run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:

@@ -16,20 +16,25 @@ writes ``OUT/plain.onnx`` and ``OUT/vlash.onnx`` (and the training runs under ``
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from rslkit.cli import train
-from rslkit.deploy.export import export_checkpoint
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C  # noqa: E402
+
+from rslkit.cli import train  # noqa: E402
+from rslkit.deploy.export import export_checkpoint  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=C.TRAIN_FLAGS_HELP)
     parser.add_argument("--dataset", required=True, help="so101-reach demonstrations (python -m rslkit.record)")
     parser.add_argument("--out_dir", required=True)
     parser.add_argument("--max_offset", type=int, default=20, help="D of the future-state offsets (ticks)")
     parser.add_argument("--only", choices=("plain", "vlash"), default=None)
-    args, extra = parser.parse_known_args(argv)
-    extra = [a for a in extra if a != "--"]
+    own, extra = C.split_train_flags(argv)
+    args = parser.parse_args(own)
     out = Path(args.out_dir)
     common = ["--task", "so101-reach", "--algo", "flow-bc", "--dataset", args.dataset, "--threads", "1"]
     common += ["--num_envs", "32", "--logdir", str(out / "logs"), "--env.sim_threads", "1"]

@@ -27,30 +27,32 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rslkit.envs.tasks.go2_flat import Go2FlatTask  # noqa: E402
 from rslkit.recipes import load_run  # noqa: E402
+from rslkit.runners.evaluation import evaluate_episodes  # noqa: E402
 
 
 def evaluate(runner, env: Go2FlatTask, warmup_steps: int) -> dict[str, float]:
     """One full episode per env with the deterministic policy; see the module docstring for the figures."""
-    policy = runner.inference_policy()
-    n, steps = env.num_envs, int(env.max_episode_length)
-    alive = torch.ones(n, dtype=torch.bool)
+    n = env.num_envs
+    fell = torch.zeros(n, dtype=torch.bool)
     err_sum, err_late, ang_sum = torch.zeros(n), torch.zeros(n), torch.zeros(n)
     alive_steps, late_steps = torch.zeros(n), torch.zeros(n)
-    obs = env.reset()
-    runner.reset_inference(torch.ones(n, dtype=torch.bool, device=runner.device))
+    env.reset()
     commands = env.commands.clone()
-    with torch.inference_mode():
-        for t in range(steps):
-            obs, _, dones, extras = env.step(policy(obs.to(runner.device)).to(env.device))
-            err, ang = env._lin_vel_error.cpu(), env._ang_vel_error.cpu()  # of the step just taken, before resets
-            err_sum += err * alive
-            ang_sum += ang * alive
-            alive_steps += alive.float()
-            late = alive & (t >= warmup_steps)
-            err_late += err * late
-            late_steps += late.float()
-            fell = dones.cpu() & ~extras["time_outs"].cpu()
-            alive &= ~fell
+    step = [0]
+
+    def track(dones: torch.Tensor, extras: dict, active: torch.Tensor) -> None:
+        err, ang = env._lin_vel_error.cpu(), env._ang_vel_error.cpu()  # of the step just taken, before resets
+        err_sum.add_(err * active)
+        ang_sum.add_(ang * active)
+        alive_steps.add_(active.float())
+        late = active & (step[0] >= warmup_steps)
+        err_late.add_(err * late)
+        late_steps.add_(late.float())
+        fell.logical_or_(dones & active & ~extras["time_outs"].cpu().bool())
+        step[0] += 1
+
+    evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device, False, track)
+    alive = ~fell
     within = torch.linalg.vector_norm(commands[:, :2].cpu(), dim=-1) <= 1.0
     return {
         "episodes": float(n),

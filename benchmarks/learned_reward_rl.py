@@ -8,9 +8,9 @@ graded on the plain task (deterministic actions, 256 episodes, success as the ta
 
 Demonstrations: half of them with Gaussian noise (std ``--demo_noise``) on the expert's actions, so that joint
 velocities and the observed last action stop telling time. The critic is called every ``--stride`` steps.
-``--overrides`` passes train.py flags to every run (both rewards): with ``--rewards task`` and the shaping terms
-zeroed (``--overrides='--env.distance_weight 0 --env.proximity_weight 0 --env.action_rate_weight 0'``) the task's
-own sparse success term is the reward, i.e. a perfect done classifier.
+Everything after ``--`` is passed to every training run (both rewards): with ``--rewards task`` and the shaping terms
+zeroed (``-- --env.distance_weight 0 --env.proximity_weight 0 --env.action_rate_weight 0``) the task's own sparse
+success term is the reward, i.e. a perfect done classifier.
 
 Run (results in benchmarks/results/learned_reward_rl.json, written after each run):
     .venv/bin/python benchmarks/learned_reward_rl.py --tasks so101-reach --seeds 0 1 --demos 150
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -96,7 +95,7 @@ def evaluate_policy(ckpt: Path, episodes: int = 256) -> float:
     from rslkit.recipes import load_run
 
     env, runner, _ = load_run(ckpt, num_envs=episodes, seed=12345)
-    return C.success_rate(env, runner.inference_policy(), episodes)
+    return C.success_rate(env, runner)
 
 
 def evaluate_policy_of(runner, episodes: int = 256) -> float:
@@ -106,7 +105,7 @@ def evaluate_policy_of(runner, episodes: int = 256) -> float:
     spec = get_task(runner.run_info["task"])
     cfg = spec.env_cfg()
     cfg.num_envs, cfg.seed = episodes, 12345
-    return C.success_rate(spec.make_env(cfg, "cpu"), runner.inference_policy(), episodes)
+    return C.success_rate(spec.make_env(cfg, "cpu"), runner)
 
 
 def expert_pairs(task: str, envs: int, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,7 +153,7 @@ def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: P
     from rslkit.recipes.learned_reward import RewardCfg, RewardChoice
     from rslkit.rewards.done_refit import DoneRefitCfg
 
-    overrides = (["--env.cameras", "front"] if cameras else []) + shlex.split(args.overrides)
+    overrides = (["--env.cameras", "front"] if cameras else []) + args.overrides
     if args.bc_init:
         overrides += ["--agent.policy.init_std", str(args.init_std)]
     settings = RewardCfg(
@@ -209,7 +208,7 @@ def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: P
             "refit_updates": args.refit_updates,
             "visit_prior": args.visit_prior,
             "refit_encoder": args.refit_encoder,
-            "overrides": args.overrides,
+            "overrides": " ".join(args.overrides),
         },
         **bc,
         "checkpoint": str(ckpt),
@@ -219,7 +218,7 @@ def run_ppo(task: str, seed: int, reward: str, goal: str | None, args, logdir: P
 def main() -> None:
     from reward_critic import GOALS, cpu_model
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=C.TRAIN_FLAGS_HELP)
     parser.add_argument("--tasks", nargs="+", default=["so101-reach"], choices=list(GOALS))
     parser.add_argument("--inputs", default="state", choices=["state", "image"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -250,14 +249,11 @@ def main() -> None:
     parser.add_argument("--bc_updates", type=int, default=1000)
     parser.add_argument("--init_std", type=float, default=0.2, help="PPO's initial action std with --bc_init")
     parser.add_argument("--demo_noise", type=float, default=0.5, help="action noise in every other demonstration")
-    parser.add_argument(
-        "--overrides",
-        default="",
-        help="train.py flags for every run, one string: --overrides='--env.distance_weight 0 --env.proximity_weight 0'",
-    )
     parser.add_argument("--logdir", type=Path, default=Path("/tmp/rslkit_bench_learned_reward"))
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    own, train_flags = C.split_train_flags()
+    args = parser.parse_args(own)
+    args.overrides = train_flags
     torch.set_num_threads(1)
     results = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

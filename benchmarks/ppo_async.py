@@ -12,9 +12,9 @@ return and success at the end, wall-clock of the run, wall-clock until the train
 ``--target``, env steps, and the staleness statistics (mean, max, masked fraction, behaviour-weight mean).
 
 The learning rate is ``fixed`` by default (``--schedule``, ``--lr`` 5e-4): in ppo_staleness.json the KL-adaptive
-schedule sank to its floor of 1e-5 in every eta = 8 run, the decoupled ones included (success 0.00-0.02 against
-sync's 0.91), which confounds the objective with the schedule; 5e-4 is about where sync PPO's adaptive rate sat
-there (5.8e-4 mid-run, 3.8e-4 at the end).
+schedule sank to its floor in every eta = 8 run, the decoupled ones included, which confounds the objective with the
+schedule; 5e-4 is about where sync PPO's adaptive rate sat there (figures: docs/benchmarks.md, section 13,
+``ppo_staleness.py``).
 
 Run (results in benchmarks/results/ppo_async.json, written after every run; about 15-20 min for the 6 rows of one
 seed on 2 busy cores: ~1 s per iteration at eta 2)::
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -52,7 +51,9 @@ STALENESS = {
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter, epilog=C.TRAIN_FLAGS_HELP
+    )
     p.add_argument("--task", default="so101-reach")
     p.add_argument("--rows", nargs="+", default=list(ROWS), help="CONFIG@ETA, CONFIG one of " + ", ".join(CONFIGS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -65,14 +66,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run at most")
     p.add_argument("--out", default=None, help="JSON output (default benchmarks/results/ppo_async.json)")
-    p.add_argument(
-        "--extra",
-        default="",
-        help="more overrides for every row, shell-split, e.g. "
-        "'--agent.algorithm.num_learning_epochs 20' (a slower learner: actors run ahead up to eta)",
-    )
     p.add_argument("--quick", action="store_true", help="smoke run: point-reach, 2 x 32 envs, 8 iterations")
-    args = p.parse_args()
+    own, args_extra = C.split_train_flags()
+    args = p.parse_args(own)
+    args.extra = args_extra  # e.g. `-- --agent.algorithm.num_learning_epochs 20` (a slower learner: actors run ahead)
     if args.quick:
         args.task, args.iterations, args.num_envs, args.eval_episodes = "point-reach", 8, 32, 64
         args.rows = ["sync@0", "naive@2", "decoupled@2"]
@@ -82,7 +79,7 @@ def parse_args() -> argparse.Namespace:
 
 def _overrides(args: argparse.Namespace, config: str) -> list[str]:
     over = ["--agent.algorithm.schedule", args.schedule, "--agent.algorithm.learning_rate", str(args.lr)]
-    over += STALENESS[config] + shlex.split(args.extra)
+    over += STALENESS[config] + args.extra
     if args.task.startswith("so101"):
         over += ["--env.sim_threads", "1"]
     return over
@@ -119,7 +116,7 @@ def evaluate(checkpoint: Path, task: str, episodes: int) -> float:
     from rslkit.recipes import load_run
 
     env, runner, _ = load_run(checkpoint, num_envs=episodes, seed=12345)
-    rate = C.success_rate(env, runner.inference_policy(), episodes)
+    rate = C.success_rate(env, runner)
     getattr(env, "close", lambda: None)()
     return rate
 

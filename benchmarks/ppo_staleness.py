@@ -48,8 +48,8 @@ STALENESS = {
 
 
 # ============================================================================================== child side
-def success_rate(task: str, policy, episodes: int, seed: int = 12345) -> float:
-    """Success of ``policy`` (deterministic) over ``episodes`` fresh episodes of ``task``, one per env."""
+def success_rate(task: str, runner, episodes: int, seed: int = 12345) -> float:
+    """Success of ``runner``'s deterministic policy over ``episodes`` fresh episodes of ``task``, one per env."""
     from rslkit.envs.registry import get_task
 
     spec = get_task(task)
@@ -58,7 +58,7 @@ def success_rate(task: str, policy, episodes: int, seed: int = 12345) -> float:
     if hasattr(cfg, "sim_threads"):
         cfg.sim_threads = 1
     env = spec.make_env(cfg, "cpu")
-    rate = C.success_rate(env, policy, episodes)
+    rate = C.success_rate(env, runner)
     getattr(env, "close", lambda: None)()
     return rate
 
@@ -105,7 +105,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                       stats.get("behaviour_weight_mean"), stats.get("masked_fraction"), stats["first_ratio"],
                       alg.learning_rate])  # fmt: skip
         if it % spec["eval_every"] == 0 or it == spec["iterations"]:
-            rate = success_rate(spec["task"], runner.inference_policy(), spec["eval_episodes"])
+            rate = success_rate(spec["task"], runner, spec["eval_episodes"])
             alg.policy.train()
             evals.append([it, it * runner.cfg.num_steps_per_env * env.num_envs, rate])
             print(f"it {it}: success {rate:.3f}, return {C.fmt(mean_return)}, lr {alg.learning_rate:.2e}", flush=True)

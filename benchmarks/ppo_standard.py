@@ -54,16 +54,14 @@ CONFIGS: dict[str, dict[str, list[str]]] = {
 # ============================================================================================== child side
 def evaluate(task: str, policy, episodes: int, seed: int = 12345) -> float:
     """Mean return of ``policy`` (deterministic) over ``episodes`` fresh episodes, one per env."""
-    import torch
 
     from rslkit.envs.registry import get_task
-    from rslkit.runners.pretrain_runner import evaluate_episodes
+    from rslkit.runners.evaluation import evaluate_episodes
 
     spec = get_task(task)
     cfg = spec.env_cfg()
     cfg.num_envs, cfg.seed = episodes, seed
-    returns, _ = evaluate_episodes(spec.make_env(cfg, "cpu"), policy, lambda dones: None, torch.device("cpu"))
-    return float(returns.mean())
+    return float(evaluate_episodes(spec.make_env(cfg, "cpu"), policy, lambda dones: None).returns.mean())
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:

@@ -57,14 +57,12 @@ WARMUP = 2
 # ------------------------------------------------------------------ evaluation
 def evaluate(policy: Any, reset: Any, episodes: int = EVAL_EPISODES) -> float:
     """Mean return of one deterministic episode on each of ``episodes`` fixed start states."""
-    import torch
 
     from rslkit.envs import make_env
-    from rslkit.runners.pretrain_runner import evaluate_episodes
+    from rslkit.runners.evaluation import evaluate_episodes
 
     env = make_env(TASK, num_envs=episodes, seed=EVAL_SEED)
-    returns, _ = evaluate_episodes(env, policy, reset, torch.device("cpu"))
-    return float(returns.mean())
+    return float(evaluate_episodes(env, policy, reset).returns.mean())
 
 
 def evaluate_runner(runner: Any) -> float:
@@ -124,7 +122,8 @@ def flow_bc(dataset: Path, seed: int, out: Path, iterations: int) -> Any:
     from rslkit.algorithms.flow_bc import FlowBCCfg
     from rslkit.envs import make_env
     from rslkit.models.flow import FlowPolicyCfg
-    from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+    from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+    from rslkit.runners.pretrain_runner import PretrainRunner
 
     torch.manual_seed(seed)
     cfg = FlowBCRunnerCfg(

@@ -16,7 +16,8 @@ Per seed:
        dppo-style K = 10 steps, fixed sigma 0.10 at every step (a K=10 noisy denoising chain like DPPO's, run
                   through the same code so only K, the noise and the clip differ). Its clip is 0.01: the ratio is of
                   log-probs normalized over (K + 1) Ta A scalars, so (K + 1) x clip, the trust region on the summed
-                  log-ratio, stays about 0.1 for both (with clip 0.02 the K=10 chain degrades: -325 -> -377).
+                  log-ratio, stays about 0.1 for both (with clip 0.02 the K=10 chain degrades; docs/benchmarks.md,
+                  section 4).
   4. Deterministic evaluation (noise-free ODE at the fine-tuned K) of one episode on each of 256 start states that
      are identical for BC and both fine-tuned policies.
 
@@ -58,12 +59,11 @@ def _evaluate(runner: Any) -> float:
     import torch
 
     from rslkit.envs import make_env
-    from rslkit.runners.pretrain_runner import evaluate_episodes
+    from rslkit.runners.evaluation import evaluate_episodes
 
     env = make_env("pendulum", num_envs=256, seed=123)
     torch.manual_seed(5)
-    returns, _ = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, torch.device("cpu"))
-    return float(returns.mean())
+    return float(evaluate_episodes(env, runner.inference_policy(), runner.reset_inference).returns.mean())
 
 
 def pretrain(seed: int, root: Path) -> tuple[str, float, float]:
@@ -75,7 +75,8 @@ def pretrain(seed: int, root: Path) -> tuple[str, float, float]:
     from rslkit.envs import make_env
     from rslkit.envs.tasks.pendulum import pendulum_expert
     from rslkit.models.flow import FlowPolicyCfg
-    from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+    from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+    from rslkit.runners.pretrain_runner import PretrainRunner
 
     t0 = time.perf_counter()
     torch.manual_seed(seed)

@@ -56,44 +56,44 @@ def r_squared(x: torch.Tensor, y: torch.Tensor) -> list[float]:
 def rollouts(checkpoint: Path, episodes: int) -> dict[str, Any]:
     """Grasp, lift and success rates, the error at the first close and the first chunk's dependence on the cube."""
     from rslkit.recipes.run import load_run
+    from rslkit.runners.evaluation import evaluate_episodes
+    from rslkit.utils.checkpoint import load_checkpoint
 
     env, runner, _ = load_run(checkpoint, num_envs=episodes, seed=EVAL_SEED)
     task, policy = task_of(env), runner.policy
     env.reset()
     obs = env.get_observations()
     with torch.no_grad():
-        first = policy.act_chunk(runner.with_instruction(obs), torch.zeros(episodes, policy.horizon, policy.action_dim))
+        first = policy.act_chunk(
+            runner.data.instructions.add_to(obs), torch.zeros(episodes, policy.horizon, policy.action_dim)
+        )
     out: dict[str, Any] = {"checkpoint": str(checkpoint), "episodes": episodes}
     out["first_chunk_r2_on_cube_xy"] = r_squared(task.cube_pos[:, :2].cpu(), first[:, -1, :5].cpu())
     probe = getattr(runner.alg, "probe", None)
     if probe is not None:
-        probe.load_state_dict(torch.load(checkpoint, weights_only=False)["alg"]["probe"])
-        columns = runner.aux_columns.tolist()
+        probe.load_state_dict(load_checkpoint(checkpoint)["alg"]["probe"])
+        columns = runner.data.aux_columns.tolist()
         if columns[:2] == [CUBE_XY.start, CUBE_XY.stop - 1]:
             with torch.no_grad():
-                tokens = policy.conditioning(policy.normalize_inputs(runner.with_instruction(obs)))
+                tokens = policy.conditioning(policy.normalize_inputs(obs))
                 guess = probe.normalizer.unnormalize(probe(tokens))[:, :2]
             out["probe_cube_error_at_reset_m"] = float((guess - obs["policy"][:, CUBE_XY]).norm(dim=-1).median())
-    act = runner.inference_policy()
-    runner.reset_inference(None)
     n = episodes
-    grasped, lifted, success = (torch.zeros(n, dtype=torch.bool) for _ in range(3))
+    grasped, lifted = torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
     close_error = torch.full((n,), float("nan"))
     was_open = torch.ones(n, dtype=torch.bool)
-    for _ in range(int(torch.as_tensor(env.max_episode_length).max())):
-        obs, _, dones, extras = env.step(act(obs))
+
+    def track(dones: torch.Tensor, extras: dict, active: torch.Tensor) -> None:
         closing = (task.last_action[:, -1] <= 0).cpu()
-        first_close = closing & was_open & close_error.isnan()
+        first_close = active & closing & was_open & close_error.isnan()
         close_error[first_close] = (task.cube_pos - task.grasp_point)[:, :2].norm(dim=-1).cpu()[first_close]
-        was_open = ~closing
-        grasped |= task.grasped().cpu()
-        lifted |= task.lift().cpu() > 0.02
-        success |= dones.cpu().bool() & extras["success"].cpu().bool()
-        runner.reset_inference(dones)
-        if bool(dones.all()):
-            break
+        was_open.copy_(~closing)
+        grasped.logical_or_(active & task.grasped().cpu())
+        lifted.logical_or_(active & (task.lift().cpu() > 0.02))
+
+    result = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device, False, track)
     out.update(grasped=float(grasped.float().mean()), lifted=float(lifted.float().mean()),
-               success=float(success.float().mean()))  # fmt: skip
+               success=float(result.success.float().mean()))  # fmt: skip
     for name, mask in (("grasped", grasped & ~close_error.isnan()), ("missed", ~grasped & ~close_error.isnan())):
         if mask.any():
             out[f"first_close_xy_error_m_{name}"] = {"median": float(close_error[mask].median()),

@@ -16,7 +16,7 @@ Each stage runs the command a user types, as a child process, and is timed; a st
   bc        ``train.py --task so101-pick-place --algo vla-bc --dataset WORKDIR/pick_place --num_envs 32
             --max_iterations N``: the task's VLA recipe (table camera as keypoint tokens, MiniLM instruction,
             proprio state, chunks of 16, 100 updates per iteration, the cube probe), evaluated on 32 envs every 10
-            iterations; ``--bc_extra='--agent.aux_state= --agent.policy.image_tokens grid'`` is the earlier
+            iterations; ``--stages bc -- --agent.aux_state= --agent.policy.image_tokens grid`` is the earlier
             recipe (grid tokens, no probe).
   reinflow  ``train.py --task so101-pick-place --algo vla-reinflow --checkpoint <bc run>/model_N.pt --num_envs 32
             --max_iterations M``: the task's ReinFlow recipe (the action expert alone, small exploration noise, a
@@ -31,6 +31,9 @@ Each stage runs the command a user types, as a child process, and is timed; a st
             Runtime on one thread (median, p99) and its largest difference from torch.
   render    env steps/s with the cameras at 64x64 (``--env.cameras table``) on 1 and 32 envs.
 
+Everything after ``--`` is passed to the training stages run in that call (``bc``, ``reinflow``); flags of one stage
+only go with ``--stages`` naming it.
+
 Results: benchmarks/results/vla_pick_place.json (``--out``), rewritten after every stage.
 """
 
@@ -38,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import subprocess
 import sys
 import time
@@ -123,12 +125,12 @@ def evaluate_checkpoint(
     import torch
 
     from rslkit.recipes.run import load_run
-    from rslkit.runners.instructed_env import run_instructed_episodes
+    from rslkit.runners.evaluation import evaluate_episodes
 
     t0 = time.perf_counter()
     overrides = ["--agent.execute_steps", str(execute_steps), "--agent.temporal_ensemble_coeff", str(ensemble_coeff)]
     env, runner, _ = load_run(ckpt, num_envs=episodes, seed=EVAL_SEED, overrides=overrides)
-    result = run_instructed_episodes(env, runner.inference_policy(), runner.reset_inference)
+    result = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device)
     per: dict[str, dict[str, float]] = {}
     for g, text in enumerate(env.instructions):
         mask = result.goal == g
@@ -198,7 +200,7 @@ def render_fps(num_envs: int, steps: int, cameras: list[str]) -> float:
 
 # ------------------------------------------------------------------ driver
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=C.TRAIN_FLAGS_HELP)
     parser.add_argument("--workdir", type=Path, required=True, help="datasets, runs and logs (reused when rerun)")
     parser.add_argument("--stages", nargs="+", default=["record", "bc", "reinflow", "eval", "latency", "render"])
     parser.add_argument("--episodes", type=int, default=200, help="scripted demonstrations")
@@ -210,7 +212,7 @@ def main() -> None:
         "--record_env_state",
         default="policy",
         help="also record this observation group as observation.environment_state (policy: the privileged state, "
-        "the target of the recipe's BC probe); '': none (then --bc_extra='--agent.aux_state=')",
+        "the target of the recipe's BC probe); '': none (then run the bc stage with -- --agent.aux_state=)",
     )
     parser.add_argument("--bc_iterations", type=int, default=70)
     parser.add_argument("--rl_iterations", type=int, default=20)
@@ -235,11 +237,9 @@ def main() -> None:
     )
     parser.add_argument("--latency_iters", type=int, default=500)
     parser.add_argument("--cameras", nargs="+", default=["table"], help="cameras recorded and seen by the policy")
-    extra_help = "more train.py arguments of the %s stage, one string: --%s='--agent.x 1 --agent.y 2'"
-    parser.add_argument("--bc_extra", type=shlex.split, default=[], help=extra_help % ("BC", "bc_extra"))
-    parser.add_argument("--rl_extra", type=shlex.split, default=[], help=extra_help % ("ReinFlow", "rl_extra"))
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/vla_pick_place.json)")
-    args = parser.parse_args()
+    own, train_flags = C.split_train_flags()
+    args = parser.parse_args(own)
     import torch
 
     torch.set_num_threads(args.threads)
@@ -258,14 +258,14 @@ def main() -> None:
         results["record"] = stage_record(args, dataset)
         save()
     if "bc" in args.stages and not list((args.workdir / "bc").rglob(f"model_{args.bc_iterations}.pt")):
-        extra = ["--algo", "vla-bc", "--dataset", str(dataset), *args.bc_extra]
+        extra = ["--algo", "vla-bc", "--dataset", str(dataset), *train_flags]
         results["bc"] = stage_train(args, "bc", extra, args.bc_iterations)
         save()
     if "bc" in results:
         results["bc"]["curve"] = eval_curve(args.workdir / "bc")
     if "reinflow" in args.stages and not list((args.workdir / "reinflow").rglob("model_*.pt")):
         bc_ckpt = last_checkpoint(args.workdir / "bc")
-        extra = ["--algo", "vla-reinflow", "--checkpoint", str(bc_ckpt), *args.rl_extra]
+        extra = ["--algo", "vla-reinflow", "--checkpoint", str(bc_ckpt), *train_flags]
         results["reinflow"] = stage_train(args, "reinflow", extra, args.rl_iterations)
         save()
     if "reinflow" in results:

@@ -24,7 +24,9 @@ from rslkit.data import read_lerobot_dataset, record_episodes, write_lerobot_dat
 from rslkit.envs import make_env
 from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicyCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner, evaluate_episodes
+from rslkit.runners.evaluation import evaluate_episodes
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 
 
@@ -32,8 +34,8 @@ def deterministic_return(runner) -> float:
     """Mean return of the noise-free policy over 256 fixed start states."""
     env = make_env("pendulum", num_envs=256, seed=123)
     torch.manual_seed(5)
-    returns, _ = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, torch.device("cpu"))
-    return float(returns.mean())
+    episodes = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference)
+    return float(episodes.returns.mean())
 
 
 if __name__ == "__main__":

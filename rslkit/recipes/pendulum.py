@@ -11,8 +11,8 @@ from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.models.actor_critic import PolicyCfg
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.recipes.sac_defaults import small_task_sac_cfg
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.ppo_config import PPORunnerCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
 from rslkit.runners.reinflow_runner import ReinFlowRunnerCfg
 
 

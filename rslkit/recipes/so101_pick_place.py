@@ -11,8 +11,8 @@ from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.recipes.sac_defaults import robot_sac_cfg
 from rslkit.recipes.so101_lift import so101_lift_ppo_cfg
+from rslkit.runners.vla_bc_data import VLABCRunnerCfg
 from rslkit.runners.vla_reinflow_runner import VLAReinFlowRunnerCfg
-from rslkit.runners.vla_runner import VLABCRunnerCfg
 
 
 def so101_pick_place_vla_cfg() -> VLABCRunnerCfg:

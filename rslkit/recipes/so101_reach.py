@@ -10,8 +10,8 @@ from rslkit.algorithms.ppo import PPOCfg
 from rslkit.models.actor_critic import PolicyCfg
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.recipes.sac_defaults import robot_sac_cfg
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.ppo_config import PPORunnerCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
 
 
 def so101_reach_ppo_cfg() -> PPORunnerCfg:

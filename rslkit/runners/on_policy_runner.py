@@ -1,8 +1,7 @@
-"""On-policy runner: rollouts under inference mode, PPO updates, logging, checkpoints, exact resume."""
+"""On-policy runner: PPO on the shared rollout loop (:mod:`rslkit.runners.rollout_runner`), exact resume."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,14 +11,11 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.ppo import PPO
-from rslkit.algorithms.staleness import update_metrics
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.actor_critic import ActorCritic
-from rslkit.runners.base import BaseRunner
-from rslkit.runners.checks import check_finite
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
 from rslkit.runners.ppo_config import PPORunnerCfg
+from rslkit.runners.rollout_runner import RolloutRunner
 from rslkit.runners.run_state import capture_run_state, restore_run_state
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
@@ -41,8 +37,9 @@ def _discrete_choices(env: VecEnv, distribution: str) -> int | None:
     return None
 
 
-class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
-    """Trains a PPO actor-critic on a :class:`~rslkit.envs.VecEnv`.
+class OnPolicyRunner(RolloutRunner[PPORunnerCfg, PPO]):
+    """Trains a PPO actor-critic on a :class:`~rslkit.envs.VecEnv` (the loop: :class:`~rslkit.runners.rollout_runner.
+    RolloutRunner`).
 
     Args:
         env: the environment (rslkit task or any rsl_rl-style env).
@@ -72,9 +69,9 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
         self.alg = PPO(policy, cfg.algorithm, cfg.num_steps_per_env, obs, self.device)
         self.alg.broadcast_parameters()
         self.stats = EpisodeStats(env.num_envs, self.device, cfg.episode_stats_window)
+        self.rollout_env = env
         self.total_env_steps = 0
         self._obs = obs
-        """The observation the next rollout starts from (fetched again when :meth:`learn` starts)."""
 
     @property
     def policy(self) -> ActorCritic:
@@ -110,36 +107,18 @@ class OnPolicyRunner(BaseRunner[PPORunnerCfg, PPO]):
                 "lower it, or raise --num_envs / --agent.num_steps_per_env."
             )
 
-    def _iteration(self) -> dict[str, float]:
-        obs = self._obs
-        t0 = time.perf_counter()
-        env_log = EnvLogMeans()
-        self.alg.begin_rollout()
-        with torch.inference_mode():
-            for _ in range(self.cfg.num_steps_per_env):
-                actions = self.alg.act(obs)
-                obs, rewards, dones, extras = self.env.step(actions.to(self.env.device))
-                obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                if self.cfg.check_for_nan:
-                    check_finite(obs, rewards)
-                self.alg.process_env_step(rewards, dones, extras)
-                success = extras.get("success")
-                self.stats.update(rewards, dones.bool(), success.to(self.device) if success is not None else None)
-                env_log.add(extras.get("log", {}))
-            self.alg.compute_returns(obs)
-        t1 = time.perf_counter()
-        losses = self.alg.update()
-        t2 = time.perf_counter()
-        steps = self.cfg.num_steps_per_env * self.env.num_envs * self.dist.world_size
-        self.total_env_steps += steps
-        metrics = update_metrics(losses)
-        metrics["Loss/learning_rate"] = self.alg.learning_rate
-        metrics["Policy/mean_std"] = float(self._mean_std())
-        metrics.update(self.stats.summary())
-        metrics.update(env_log.metrics())
-        metrics.update(perf_metrics(steps, t1 - t0, t2 - t1, self.total_env_steps))
-        self._obs = obs
-        return metrics
+    def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
+        success = extras.get("success")
+        self.stats.update(rewards, dones.bool(), success.to(self.device) if success is not None else None)
+
+    def _update(self) -> dict[str, float]:
+        return self.alg.update()
+
+    def _env_steps(self) -> int:
+        return self.cfg.num_steps_per_env * self.env.num_envs * self.dist.world_size
+
+    def _policy_metrics(self, obs: TensorDict) -> dict[str, float]:
+        return {"Loss/learning_rate": self.alg.learning_rate, "Policy/mean_std": float(self._mean_std())}
 
     @torch.no_grad()
     def _mean_std(self) -> torch.Tensor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,27 +12,27 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg, make_chain
-from rslkit.algorithms.staleness import update_metrics
 from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
-from rslkit.runners.base import BaseRunner
-from rslkit.runners.checks import check_finite
+from rslkit.runners.bc_data import BCRunCfg
+from rslkit.runners.checks import policy_obs_dim
 from rslkit.runners.chunk_execution import ChunkExecutionCfg
 from rslkit.runners.episode_stats import EpisodeStats
-from rslkit.runners.iteration_metrics import EnvLogMeans, perf_metrics
-from rslkit.runners.pretrain_runner import PretrainRunner, evaluate_episodes, policy_obs_dim
-from rslkit.runners.run_config import RunCfg
+from rslkit.runners.evaluation import evaluate_episodes
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.rollout_runner import RolloutRunner
+from rslkit.runners.run_config import RolloutCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.checkpoint import load_checkpoint
+from rslkit.utils.checkpoint import checkpoint_must_fit, load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
 
 
 @dataclass
-class ChainRunCfg(RunCfg, ChunkExecutionCfg):
+class ChainRunCfg(RolloutCfg, ChunkExecutionCfg):
     """The fields of every ReinFlow fine-tuning run (state-only flow or VLA policy). CLI: ``--agent.<field>``."""
 
     pretrained: str = ""
@@ -45,7 +44,6 @@ class ChainRunCfg(RunCfg, ChunkExecutionCfg):
     max_iterations: int = 100
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
-    check_for_nan: bool = True
     restart_ended_episodes: str = "auto"
     """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
     ``reset_envs``; the rest of the old chunk never drives a new episode, see
@@ -58,8 +56,6 @@ class ChainRunCfg(RunCfg, ChunkExecutionCfg):
         mode = self.restart_ended_episodes
         expect(mode in ("auto", "restart", "continue"), "restart_ended_episodes",
                f"must be 'auto', 'restart' or 'continue', got {mode!r}")  # fmt: skip
-        steps = self.num_steps_per_env
-        expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
         self.check_execution(None)
@@ -74,25 +70,28 @@ class ReinFlowRunnerCfg(ChainRunCfg):
     """Filled from the pretrained checkpoint (kept so a ReinFlow checkpoint rebuilds without it)."""
 
 
-def load_pretrained(path: str | Path, device: torch.device) -> tuple[FlowPolicyCfg, dict]:
-    """Policy settings and EMA weights of a flow-bc checkpoint.
+def load_pretrained(
+    path: str | Path, device: torch.device, bc: type[BCRunCfg], who: str, hint: str = ""
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The agent config (as saved) and the EMA policy weights (the deployed policy) of a behaviour-cloning checkpoint
+    of ``bc.ALGORITHM``, for the fine-tuning run ``who``; ``hint`` ends the error message.
 
     Raises:
-        ValueError: when the checkpoint was not written by flow-bc.
+        ValueError: when the checkpoint was written by another algorithm.
     """
     data = load_checkpoint(path, device)
-    if data.get("algorithm") != PretrainRunner.algorithm_name:
+    if data.get("algorithm") != bc.ALGORITHM:
         raise ValueError(
-            f"--pretrained '{path}' was written by '{data.get('algorithm')}'; ReinFlow starts from a flow-bc "
-            "checkpoint (train one with train.py --algo flow-bc --dataset DIR)."
+            f"'{path}' was written by '{data.get('algorithm')}'; {who} starts from a {bc.ALGORITHM} checkpoint (train "
+            f"one with train.py --algo {bc.ALGORITHM} --dataset DIR{hint})."
         )
-    return from_dict(FlowPolicyCfg, data["agent_cfg"]["policy"]), data["alg"]["ema"]["model"]
+    return data["agent_cfg"], data["alg"]["ema"]["model"]
 
 
 ChainCfgT = TypeVar("ChainCfgT", bound=ChainRunCfg)
 
 
-class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
+class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
     """The ReinFlow loop, shared by the state-only (:class:`ReinFlowRunner`) and the VLA fine-tuning runner:
     rollouts of decisions, critic warm-up, PPO epochs, periodic evaluation, self-contained checkpoints.
 
@@ -118,15 +117,21 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
         mode = self.cfg.restart_ended_episodes
         restart = mode == "restart" or (mode == "auto" and callable(getattr(self.env, "reset_envs", None)))
         self.chunk_env = ActionChunkWrapper(self.env, alg.chain.horizon, self.cfg.algorithm.gamma, restart)
+        self.rollout_env = self.chunk_env
         self.stats = EpisodeStats(self.env.num_envs, self.device)
         self.total_env_steps = 0
+        self._actor_updated = False
         self._executor: ChunkExecutor | None = None
         self._obs = obs
-        """The observation the next rollout starts from (fetched again when :meth:`learn` starts)."""
 
-    def _actor_obs(self, obs: TensorDict) -> TensorDict:
-        """The observation the actor acts on (the env's; the VLA runner adds the instruction embedding)."""
-        return obs
+    def _take_pretrained(self, policy: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+        """Load the pretrained policy's ``weights`` into ``policy``.
+
+        Raises:
+            ValueError: they do not fit (the checkpoint was trained on another task or with other sizes).
+        """
+        with checkpoint_must_fit(self.cfg.pretrained):
+            policy.load_state_dict(weights)
 
     def reset_inference(self, dones: torch.Tensor | None) -> None:
         """Start a new chunk for envs whose episode ended."""
@@ -154,40 +159,26 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
     def _start_learning(self) -> None:
         self._obs = self.env.get_observations().to(self.device)
 
-    def _iteration(self) -> dict[str, float]:
-        obs = self._obs
-        t0 = time.perf_counter()
-        env_log = EnvLogMeans()
-        with torch.inference_mode():
-            for _ in range(self.cfg.num_steps_per_env):
-                chunk = self.alg.act(self._actor_obs(obs))
-                obs, rewards, dones, extras = self.chunk_env.step(chunk.to(self.env.device))
-                obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                if self.cfg.check_for_nan:
-                    check_finite(obs, rewards)
-                self.alg.process_env_step(rewards, dones, extras)
-                step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
-                for j in range(step_rewards.shape[1]):
-                    self.stats.update(step_rewards[:, j], step_dones[:, j], None)
-                self.stats.restart(extras["restarted"].to(self.device).nonzero().squeeze(-1))
-                env_log.add(extras["log"])
-            self.alg.compute_returns(obs)
-        t1 = time.perf_counter()
-        update_actor = self.iteration >= self.cfg.algorithm.critic_warmup_iterations
-        losses = self.alg.update(update_actor)
-        t2 = time.perf_counter()
-        steps = self.cfg.num_steps_per_env * self.env.num_envs * self.chunk_env.horizon
-        self.total_env_steps += steps
-        metrics = update_metrics(losses)
-        metrics["Loss/learning_rate"] = self.cfg.algorithm.actor_lr
-        metrics["Policy/mean_std"] = self.alg.mean_sigma(self._actor_obs(obs))
-        metrics["Policy/actor_updated"] = float(update_actor)
-        metrics.update(self.stats.summary())
-        metrics.update(env_log.metrics())
-        metrics.update(perf_metrics(steps, t1 - t0, t2 - t1, self.total_env_steps))
-        metrics["Perf/iteration_time"] = t2 - t0
-        self._obs = obs
-        return metrics
+    def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
+        """Episode statistics per env step inside the decision (and a restart forgets the spoiled start)."""
+        step_rewards, step_dones = extras["step_rewards"].to(self.device), extras["step_dones"].to(self.device)
+        for j in range(step_rewards.shape[1]):
+            self.stats.update(step_rewards[:, j], step_dones[:, j], None)
+        self.stats.restart(extras["restarted"].to(self.device).nonzero().squeeze(-1))
+
+    def _update(self) -> dict[str, float]:
+        self._actor_updated = self.iteration >= self.cfg.algorithm.critic_warmup_iterations
+        return self.alg.update(self._actor_updated)
+
+    def _env_steps(self) -> int:
+        return self.cfg.num_steps_per_env * self.env.num_envs * self.chunk_env.horizon
+
+    def _policy_metrics(self, obs: TensorDict) -> dict[str, float]:
+        return {
+            "Loss/learning_rate": self.cfg.algorithm.actor_lr,
+            "Policy/mean_std": self.alg.mean_sigma(self._actor_obs(obs)),
+            "Policy/actor_updated": float(self._actor_updated),
+        }
 
     def _after_iteration(self, metrics: dict[str, float], last: bool) -> None:
         interval = self.cfg.eval_interval
@@ -195,17 +186,28 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
             metrics.update(self.evaluate())
             self._obs = self.env.get_observations().to(self.device)
 
+    # ------------------------------------------------------------------ inference and evaluation
     @abstractmethod
-    def evaluate(self) -> dict[str, float]:
-        """Deterministic evaluation (``Eval/*`` metrics); leaves the env freshly reset for training."""
+    def _act_chunk(self, obs: TensorDict, num_steps: int) -> torch.Tensor:
+        """Deterministic chunks ``[N, Ta, A]`` of the policy for the env's observation (``num_steps`` ODE steps)."""
 
-    def _reset_after_evaluation(self) -> None:
-        """A fresh start for training after an evaluation (the env is reset when it can be)."""
+    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
+        k = self.alg.chain.num_steps
+        self._executor = self.cfg.chunk_executor(lambda obs: self._act_chunk(obs, k), self.alg.chain.horizon)
+        return self._executor
+
+    def evaluate(self) -> dict[str, float]:
+        """One deterministic episode per env (:func:`~rslkit.runners.evaluation.evaluate_episodes`: return, success
+        overall and per instruction where the env reports them), then a fresh start for training (the env is reset
+        when it can be)."""
+        metrics = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device).metrics()
         if hasattr(self.env, "reset"):
             with torch.inference_mode():  # the env's state tensors were created under inference mode
                 self.env.reset()
         self.stats.returns.zero_()
         self.stats.lengths.zero_()
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_state(self) -> dict[str, Any]:
@@ -222,37 +224,31 @@ class ChainRunnerBase(BaseRunner[ChainCfgT, ReinFlow]):
         }
 
     def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a checkpoint of this runner, or with ``weights_only`` take its actor (chain) and critic
-        weights.
+        """Resume from a checkpoint of this runner, or with ``weights_only`` take its actor (chain), critic and
+        reference weights (:meth:`BaseRunner.load`); a behaviour-cloning checkpoint goes to
+        :meth:`_load_pretrained`.
 
         Raises:
             ValueError: for a checkpoint of another algorithm or an incompatible network.
         """
-        return self._load_data(load_checkpoint(path, self.device), path, weights_only)
-
-    def _load_data(self, data: dict[str, Any], path: str | Path, weights_only: bool) -> dict[str, Any]:
-        name = self.algorithm_name
-        if data.get("algorithm") != name:
-            pre = self.pretrained_algorithm
-            hint = f" (pass a {pre} checkpoint as --pretrained)" if data.get("algorithm") == pre else ""
-            raise ValueError(f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by {name}{hint}.")
-        try:
-            if weights_only:
-                self._load_weights(data["alg"])
-            else:
-                self.alg.load_state_dict(data["alg"])
-        except RuntimeError as err:
-            detail = " ".join(str(err).split()[:40])
-            raise ValueError(
-                f"Checkpoint '{path}' does not fit this policy (different task, sizes or agent settings); "
-                f"pass the matching --task. Details: {detail}"
-            ) from None
+        data = load_checkpoint(path, self.device)
+        if data.get("algorithm") == self.pretrained_algorithm:
+            return self._load_pretrained(path, data, weights_only)
+        data = super().load(path, weights_only)
         self.initialized = True
-        if weights_only:
-            return data
-        self.iteration = data["iteration"]
-        self._restore(data)
         return data
+
+    def _load_pretrained(self, path: str | Path, data: dict[str, Any], weights_only: bool) -> dict[str, Any]:
+        """The behaviour-cloning checkpoint ``data`` at ``path`` where one of this runner was expected.
+
+        Raises:
+            ValueError: it is to be passed as ``--pretrained``.
+        """
+        pre = self.pretrained_algorithm
+        raise ValueError(
+            f"Checkpoint '{path}' was written by '{pre}', not by {self.algorithm_name} (pass a {pre} checkpoint as "
+            "--pretrained)."
+        )
 
     def _load_weights(self, alg_state: dict[str, Any]) -> None:
         self.alg.chain.load_state_dict(alg_state["chain"])
@@ -279,7 +275,7 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
     """
 
     algorithm_name = "reinflow"
-    pretrained_algorithm = PretrainRunner.algorithm_name
+    pretrained_algorithm = FlowBCRunnerCfg.ALGORITHM
 
     def __init__(
         self,
@@ -295,18 +291,12 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
         """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
         weights = None
         if cfg.pretrained:
-            cfg.policy, weights = load_pretrained(cfg.pretrained, self.device)
+            agent_cfg, weights = load_pretrained(cfg.pretrained, self.device, FlowBCRunnerCfg, "ReinFlow")
+            cfg.policy = from_dict(FlowPolicyCfg, agent_cfg["policy"])
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)
         if weights is not None:
-            try:
-                policy.load_state_dict(weights)
-            except RuntimeError as err:
-                detail = " ".join(str(err).split()[:40])
-                raise ValueError(
-                    f"--pretrained '{cfg.pretrained}' does not fit this env (observation/action sizes differ); "
-                    f"pretrain on the same --task. Details: {detail}"
-                ) from None
+            self._take_pretrained(policy, weights)
         obs = env.get_observations().to(self.device)
         chain = make_chain(policy, cfg.algorithm)
         alg = ReinFlow(chain, cfg.algorithm, cfg.num_steps_per_env, obs, cfg.policy.obs_group, self.device)
@@ -319,19 +309,6 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
         assert isinstance(policy, FlowPolicy)
         return policy
 
-    # ------------------------------------------------------------------ inference
-    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
-        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
-        policy, group, k = self.policy, self.cfg.policy.obs_group, self.alg.chain.num_steps
-        self._executor = self.cfg.chunk_executor(lambda obs: policy.act_chunk(obs[group], num_steps=k), policy.horizon)
-        return self._executor
-
-    def evaluate(self) -> dict[str, float]:
-        """One deterministic episode per env, then a fresh start for training (the env is reset when it can be)."""
-        returns, lengths = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
-        self._reset_after_evaluation()
-        return {
-            "Eval/mean_return": float(returns.mean()),
-            "Eval/std_return": float(returns.std()),
-            "Eval/mean_episode_length": float(lengths.mean()),
-        }
+    def _act_chunk(self, obs: TensorDict, num_steps: int) -> torch.Tensor:
+        """Chunks from the observation group the flow policy reads."""
+        return self.policy.act_chunk(obs[self.cfg.policy.obs_group], num_steps=num_steps)

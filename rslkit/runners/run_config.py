@@ -1,5 +1,6 @@
-"""The fields every runner's config shares (:class:`RunCfg`), and those of the runners that step envs for their
-data (:class:`EnvRunCfg`: PPO, SAC)."""
+"""The fields every runner's config shares (:class:`RunCfg`), those of the runners that collect rollouts by stepping
+envs (:class:`RolloutCfg`: PPO, SAC, ReinFlow) and of the step-policy ones among them (:class:`EnvRunCfg`: PPO,
+SAC)."""
 
 from __future__ import annotations
 
@@ -32,21 +33,35 @@ class RunCfg:
 
 
 @dataclass
-class EnvRunCfg(RunCfg):
-    """A run that collects its data by stepping envs (on- and off-policy RL). CLI: ``--agent.<field>``."""
+class RolloutCfg(RunCfg):
+    """A run whose iterations collect a rollout by stepping envs (PPO, SAC, ReinFlow). CLI: ``--agent.<field>``."""
 
     num_steps_per_env: int = 24
-    """Env steps per env and iteration (PPO: the rollout length)."""
+    """Env steps (a chunk runner: decisions) per env and iteration (PPO: the rollout length)."""
     check_for_nan: bool = True
     """Raise when observations or rewards are non-finite (names the env indices)."""
+
+    def check(self) -> None:
+        """:meth:`RunCfg.check`, and a rollout of at least one step."""
+        super().check()
+        steps = self.num_steps_per_env
+        expect(isinstance(steps, int) and steps >= 1, "num_steps_per_env", f"must be an integer >= 1, got {steps}")
+
+
+@dataclass
+class EnvRunCfg(RolloutCfg):
+    """A run of a step policy that collects its data by stepping envs (on- and off-policy RL). CLI:
+    ``--agent.<field>``."""
+
     init_at_random_ep_len: bool = False
     """Spread initial episode lengths so time-outs do not all happen at once."""
     episode_stats_window: int = 100
     """Finished episodes averaged for the return / length / success figures."""
 
     def check(self) -> None:
-        """:meth:`RunCfg.check`, and rollout sizes of at least one."""
+        """:meth:`RolloutCfg.check`, and a statistics window of at least one episode."""
         super().check()
-        for name in ("num_steps_per_env", "episode_stats_window"):
-            value = getattr(self, name)
-            expect(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value}")
+        window = self.episode_stats_window
+        expect(
+            isinstance(window, int) and window >= 1, "episode_stats_window", f"must be an integer >= 1, got {window}"
+        )

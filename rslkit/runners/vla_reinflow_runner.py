@@ -10,7 +10,6 @@ image size (``--env.cameras``, ``--env.camera_width`` / ``--env.camera_height``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,10 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import VLAPolicy
-from rslkit.runners.instructed_env import EnvInstructions, evaluate_instructed
-from rslkit.runners.pretrain_runner import policy_obs_dim
-from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase
-from rslkit.runners.vla_runner import VLAPretrainRunner
-from rslkit.utils.checkpoint import load_checkpoint
+from rslkit.runners.checks import policy_obs_dim
+from rslkit.runners.env_instructions import EnvInstructions
+from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase, load_pretrained
+from rslkit.runners.vla_bc_data import VLABCRunnerCfg
 from rslkit.utils.config import from_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
@@ -84,17 +82,10 @@ def load_vla_pretrained(path: str | Path, device: torch.device) -> VLAPretrained
     Raises:
         ValueError: when the checkpoint was not written by vla-bc.
     """
-    data = load_checkpoint(path, device)
-    if data.get("algorithm") != VLAPretrainRunner.algorithm_name:
-        raise ValueError(
-            f"'{path}' was written by '{data.get('algorithm')}'; vla-reinflow starts from a vla-bc checkpoint (train "
-            "one with train.py --algo vla-bc --dataset DIR; a flow-bc policy is fine-tuned with --algo reinflow)."
-        )
-    agent = data["agent_cfg"]
+    hint = "; a flow-bc policy is fine-tuned with --algo reinflow"
+    agent, weights = load_pretrained(path, device, VLABCRunnerCfg, "vla-reinflow", hint)
     policy = from_dict(VLAPolicyCfg, agent["policy"])
-    return VLAPretrained(
-        policy, agent.get("text_encoder", MINILM), agent.get("instruction", ""), data["alg"]["ema"]["model"]
-    )
+    return VLAPretrained(policy, agent.get("text_encoder", MINILM), agent.get("instruction", ""), weights)
 
 
 class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
@@ -114,7 +105,7 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
     """
 
     algorithm_name = "vla-reinflow"
-    pretrained_algorithm = VLAPretrainRunner.algorithm_name
+    pretrained_algorithm = VLABCRunnerCfg.ALGORITHM
 
     def __init__(
         self,
@@ -143,14 +134,7 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
         c.policy.num_inference_steps = c.algorithm.num_inference_steps or c.policy.num_inference_steps
         policy = VLAPolicy(policy_obs_dim(env, c.policy.state_group), env.num_actions, c.policy)
         if pretrained is not None:
-            try:
-                policy.load_state_dict(pretrained.weights)
-            except RuntimeError as err:
-                detail = " ".join(str(err).split()[:40])
-                raise ValueError(
-                    f"The vla-bc checkpoint '{c.pretrained}' does not fit this env (state/action sizes differ); "
-                    f"fine-tune on the task it was trained on. Details: {detail}"
-                ) from None
+            self._take_pretrained(policy, pretrained.weights)
         if c.trainable == "action_expert":
             policy.tokenizer.requires_grad_(False)
         self.instructions = self._instructions() if c.policy.language_dim > 0 else None
@@ -205,32 +189,20 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
         """``obs`` with the instruction embedding (for policies that read one)."""
         return self.instructions.add_to(obs) if self.instructions is not None else obs
 
-    # ------------------------------------------------------------------ inference
-    def inference_policy(self) -> Callable[[TensorDict], torch.Tensor]:
-        """Deterministic step policy: chunks from the noise-free ODE at the chain's K, executed action by action."""
-        policy, k = self.policy, self.alg.chain.num_steps
-        self._executor = self.cfg.chunk_executor(
-            lambda obs: policy.act_chunk(self._actor_obs(obs), num_steps=k), policy.horizon
-        )
-        return self._executor
-
-    def evaluate(self) -> dict[str, float]:
-        """One deterministic episode per env: return, success overall and per instruction; then a fresh start."""
-        metrics = evaluate_instructed(self.env, self.inference_policy(), self.reset_inference)
-        self._reset_after_evaluation()
-        return metrics
+    def _act_chunk(self, obs: TensorDict, num_steps: int) -> torch.Tensor:
+        """Chunks from the env's observation groups and each env's instruction embedding."""
+        return self.policy.act_chunk(self._actor_obs(obs), num_steps=num_steps)
 
     # ------------------------------------------------------------------ checkpoints
-    def load(self, path: str | Path, weights_only: bool = False) -> dict[str, Any]:
-        """Resume from a vla-reinflow checkpoint, take its weights (``weights_only``), or, with ``weights_only``,
-        start from a vla-bc checkpoint (``train.py --algo vla-reinflow --checkpoint RUN/model_N.pt``).
+    def _load_pretrained(self, path: str | Path, data: dict[str, Any], weights_only: bool) -> dict[str, Any]:
+        """With ``weights_only``, start from the vla-bc checkpoint ``data`` (``train.py --algo vla-reinflow
+        --checkpoint RUN/model_N.pt``): the run is rebuilt around its policy.
 
         Raises:
-            ValueError: for a checkpoint of another algorithm or an incompatible network.
+            ValueError: without ``weights_only`` (a vla-bc checkpoint cannot be resumed as vla-reinflow).
         """
-        data = load_checkpoint(path, self.device)
-        if weights_only and data.get("algorithm") == self.pretrained_algorithm:
-            self.cfg.pretrained = self._pretrained_from = str(path)
-            self._build(load_vla_pretrained(path, self.device))
-            return data
-        return self._load_data(data, path, weights_only)
+        if not weights_only:
+            return super()._load_pretrained(path, data, weights_only)
+        self.cfg.pretrained = self._pretrained_from = str(path)
+        self._build(load_vla_pretrained(path, self.device))
+        return data

@@ -12,7 +12,9 @@ from rslkit.envs import make_env
 from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicy, FlowPolicyCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner, evaluate_episodes
+from rslkit.runners.evaluation import evaluate_episodes
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 
 
@@ -66,8 +68,8 @@ def test_w2_regularizer_starts_at_zero_and_grows():
 def _eval(runner, seed=123):
     env = make_env("pendulum", num_envs=256, seed=seed)
     torch.manual_seed(5)  # the same initial noise draws for every policy evaluated
-    returns, _ = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference, torch.device("cpu"))
-    return float(returns.mean())
+    episodes = evaluate_episodes(env, runner.inference_policy(), runner.reset_inference)
+    return float(episodes.returns.mean())
 
 
 def test_demos_bc_reinflow_improves_on_pendulum(tmp_path):

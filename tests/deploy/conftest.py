@@ -13,10 +13,11 @@ from rslkit.envs.registry import get_task
 from rslkit.models.actor_critic import PolicyCfg
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.models.sac_networks import SACNetworkCfg
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.runners.ppo_config import PPORunnerCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.utils.config import to_dict

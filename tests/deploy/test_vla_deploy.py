@@ -187,7 +187,8 @@ def test_export_from_a_checkpoint_stores_the_training_and_given_instructions(tmp
     import rslkit.deploy.export as export_module
     from rslkit.cli.export import main
     from rslkit.models.vla import VLAPolicyCfg
-    from rslkit.runners.vla_runner import VLABCRunnerCfg, VLAPretrainRunner
+    from rslkit.runners.pretrain_runner import PretrainRunner
+    from rslkit.runners.vla_bc_data import VLABCRunnerCfg
     from tests.runners.instructed_point import INSTRUCTIONS, InstructedPointEnv
 
     demos = tmp_path / "demos"  # only the tasks of a recorded dataset matter here
@@ -198,7 +199,7 @@ def test_export_from_a_checkpoint_stores_the_training_and_given_instructions(tmp
                               num_heads=4, num_layers=2, cnn_channels=(8, 16), token_grid=2,
                               time_embed_dim=16)  # fmt: skip
     env = InstructedPointEnv(num_envs=1)
-    runner = VLAPretrainRunner(env, VLABCRunnerCfg(dataset=str(demos), policy=policy_cfg, logger=()), None)
+    runner = PretrainRunner(env, VLABCRunnerCfg(dataset=str(demos), policy=policy_cfg, logger=()), None)
     monkeypatch.setattr(export_module, "load_run", lambda *a, **k: (env, runner, {"algorithm": "vla-bc"}))
     out = tmp_path / "vla.onnx"
     meta = main(["--checkpoint", "unused.pt", "--out", str(out), "--task", "point", "--instructions", "stop here"])
@@ -214,7 +215,7 @@ def test_export_from_a_checkpoint_stores_the_training_and_given_instructions(tmp
                            INSTRUCTION_GROUP: text}, noise[0])  # fmt: skip
         with torch.no_grad():
             groups = {"policy": obs["policy"], "camera_front": obs["camera_front"],
-                      INSTRUCTION_GROUP: runner.embed([text])}  # fmt: skip
+                      INSTRUCTION_GROUP: runner.data.instructions.embed([text])}  # fmt: skip
             want = runner.policy.act_chunk(groups, torch.from_numpy(noise))[0].numpy()
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
     with pytest.raises(SystemExit):

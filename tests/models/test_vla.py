@@ -6,6 +6,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.models.flow import euler_sample, rectified_flow_loss, shortcut_loss, time_grid
+from rslkit.models.text_encoder import GoalTable, embedding_stats, normalize_embeddings
 from rslkit.models.vla import INSTRUCTION_GROUP, KeypointTokenizer, VLAPolicy, VLAPolicyCfg
 from rslkit.utils.validation import ConfigError
 
@@ -236,3 +237,20 @@ def test_weights_round_trip_through_a_state_dict():
     assert not torch.allclose(a.velocity(x, t, a.normalize_inputs(obs)), b.velocity(x, t, b.normalize_inputs(obs)))
     b.load_state_dict(a.state_dict())
     torch.testing.assert_close(a.velocity(x, t, a.normalize_inputs(obs)), b.velocity(x, t, b.normalize_inputs(obs)))
+
+
+def test_instructions_are_normalised_as_the_reward_model_normalises_goals():
+    """One normalisation of sentence embeddings: the VLA policy's instruction input and the GoalTable agree."""
+    raw = torch.randn(3, 4) * torch.tensor([1.0, 0.5, 1e-5, 2.0]) + 0.3
+    policy = VLAPolicy(6, 3, VLAPolicyCfg(**SMALL, language_dim=4))
+    policy.set_instruction_stats(raw)
+    table = GoalTable(4)
+    table.fit(["a", "b", "c"], raw)
+    torch.testing.assert_close(policy.normalize_instruction(raw), table.lookup(["a", "b", "c"]))
+    mean, std = embedding_stats(raw)
+    assert float(std[2]) == pytest.approx(1e-3)  # a dimension where all instructions agree is floored, not blown up
+    torch.testing.assert_close(normalize_embeddings(raw, mean, std).mean(0), torch.zeros(4), atol=1e-5, rtol=0)
+    one_mean, one_std = embedding_stats(raw[:1])  # a single instruction: centred, not scaled
+    assert torch.equal(one_mean, raw[0]) and torch.equal(one_std, torch.ones(4))
+    with pytest.raises(ValueError, match=r"\[G >= 1, E\]"):
+        embedding_stats(raw[0])

@@ -17,7 +17,8 @@ from rslkit.deploy.onnx_policy import OnnxPolicy  # noqa: E402
 from rslkit.models.vla import VisionTower, VLAPolicy, VLAPolicyCfg  # noqa: E402
 from rslkit.models.vla.hf_backbone import reduce_grid, resolve_model_dir  # noqa: E402
 from rslkit.recipes.run import build_run  # noqa: E402
-from rslkit.runners.vla_runner import VLABCRunnerCfg, VLAPretrainRunner  # noqa: E402
+from rslkit.runners.pretrain_runner import PretrainRunner  # noqa: E402
+from rslkit.runners.vla_bc_data import VLABCRunnerCfg  # noqa: E402
 from rslkit.utils.validation import ConfigError  # noqa: E402
 from tests.models.hf_vla import normalized_policy, two_camera_obs  # noqa: E402
 
@@ -243,7 +244,7 @@ def test_behaviour_cloning_with_a_frozen_backbone_trains_around_it_and_resumes(m
                          eval_interval=0, augment_shift=1)  # fmt: skip
     cfg.algorithm.batch_size = 8
     pretrained = transformers.SiglipVisionModel.from_pretrained(models / "siglip", local_files_only=True)
-    runner = VLAPretrainRunner(InstructedPointEnv(num_envs=4, seed=1), cfg, tmp_path / "run", run_info={"seed": 0})
+    runner = PretrainRunner(InstructedPointEnv(num_envs=4, seed=1), cfg, tmp_path / "run", run_info={"seed": 0})
     start = {k: v.clone() for k, v in runner.alg.policy.state_dict().items()}
     runner.learn()
     for model in (runner.alg.policy, runner.policy):
@@ -253,7 +254,7 @@ def test_behaviour_cloning_with_a_frozen_backbone_trains_around_it_and_resumes(m
         assert all(torch.equal(v, start[f"tokenizer.backbone.tower.{k}"]) for k, v in tower.state_dict().items())
     trained = runner.alg.policy.state_dict()
     assert not torch.equal(trained["tokenizer.backbone.proj.weight"], start["tokenizer.backbone.proj.weight"])
-    resumed = VLAPretrainRunner(InstructedPointEnv(num_envs=4, seed=1), cfg, None, run_info={"seed": 0})
+    resumed = PretrainRunner(InstructedPointEnv(num_envs=4, seed=1), cfg, None, run_info={"seed": 0})
     resumed.load(tmp_path / "run" / "model_2.pt")
     for key, value in runner.policy.state_dict().items():
         assert torch.equal(resumed.policy.state_dict()[key], value), key

@@ -79,7 +79,7 @@ def flow_bc_checkpoint(task: str, path: Path) -> str:
     from rslkit.models.flow.policy import FlowPolicy
     from rslkit.recipes import build_env
     from rslkit.recipes.catalog import agent_cfg as recipe_agent_cfg
-    from rslkit.runners.pretrain_runner import policy_obs_dim
+    from rslkit.runners.checks import policy_obs_dim
 
     cfg = recipe_agent_cfg(task, "reinflow").policy
     env = build_env(task, num_envs=1)

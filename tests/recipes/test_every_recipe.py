@@ -113,7 +113,7 @@ def test_recipe_trains_reloads_plays_and_exports(
 
     env, runner, saved = load_run(ckpt, num_envs=2, overrides=["--env.episode_length", str(EPISODE.get(task, 30))])
     assert saved["task"] == task and saved["algorithm"] == algo and runner.iteration == 0  # weights only
-    stats = evaluate(runner, env, episodes=2)
+    stats = evaluate(runner, env)
     assert stats["episodes"] == 2 and all(math.isfinite(v) for v in stats.values())
 
     pytest.importorskip("onnxruntime")

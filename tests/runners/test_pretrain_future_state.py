@@ -7,7 +7,8 @@ from rslkit.data import record_episodes, write_lerobot_dataset
 from rslkit.envs import make_env
 from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicyCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.utils.seeding import seed_everything
 
 
@@ -29,7 +30,9 @@ def test_offset_training_samples_offset_batches(tmp_path, monkeypatch):
     episodes = record_episodes(make_env("pendulum", num_envs=4, episode_length=10), pendulum_expert, 4, 0.3)
     dataset = str(write_lerobot_dataset(tmp_path / "demos", episodes, fps=20))
     runner = _runner(dataset, max_future_offset=4, future_state_slice=(2, 3), future_state_source="action")
-    data = runner.load_dataset()
+    runner.load_dataset()
+    data = runner.data.dataset
+    assert data is not None
     assert (data.max_offset, data.state_slice, data.future_state_source) == (4, slice(2, 3), "action")
     seen = []
     original = runner.alg.update
@@ -42,7 +45,8 @@ def test_offset_training_samples_offset_batches(tmp_path, monkeypatch):
     runner.learn(1)
     assert len(seen) == 3 and all(f is not None and f.shape == (16, 1) for f in seen)
     plain = _runner(dataset)
-    assert plain.load_dataset().max_offset == 0
+    plain.load_dataset()
+    assert plain.data.dataset is not None and plain.data.dataset.max_offset == 0
     monkeypatch.setattr(plain.alg, "update", update)
     seen.clear()
     plain.learn(1)

@@ -11,7 +11,8 @@ from rslkit.envs import make_env
 from rslkit.envs.tasks.pendulum import pendulum_expert
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.recipes import catalog
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg, PretrainRunner
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.config import from_dict

@@ -19,9 +19,9 @@ from rslkit.models.actor_critic import PolicyCfg
 from rslkit.models.flow.policy import FlowPolicyCfg
 from rslkit.models.sac_networks import SACNetworkCfg
 from rslkit.recipes import agent_cfg, recipe_pairs
+from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.runners.ppo_config import PPORunnerCfg
-from rslkit.runners.pretrain_runner import FlowBCRunnerCfg
 from rslkit.runners.reinflow_runner import ReinFlowRunnerCfg
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.storage.replay_buffer import ReplayCfg

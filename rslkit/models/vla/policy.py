@@ -25,6 +25,7 @@ from rslkit.data.demonstrations import ACTION_KEY, OBS_KEY
 from rslkit.data.normalizer import MinMaxNormalizer
 from rslkit.envs.camera_groups import camera_group
 from rslkit.models.flow.sampler import euler_sample
+from rslkit.models.text_encoder import embedding_stats, normalize_embeddings
 from rslkit.models.vla.action_expert import ActionExpert
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.tokens import ObservationTokenizer
@@ -86,20 +87,20 @@ class VLAPolicy(nn.Module):
         self.action_normalizer.set_stats(torch.tensor(stats[ACTION_KEY]["min"]), torch.tensor(stats[ACTION_KEY]["max"]))
 
     def set_instruction_stats(self, embeddings: torch.Tensor) -> None:
-        """Per-dimension mean and std (floored at 1e-3) of the raw embeddings ``[G, E]`` of the training
-        instructions (one instruction: mean only)."""
+        """The instruction normalisation (:func:`~rslkit.models.text_encoder.embedding_stats`) over the raw
+        embeddings ``[G, E]`` of the training instructions."""
         if embeddings.ndim != 2 or embeddings.shape[1] != self.cfg.language_dim:
             raise ValueError(
                 f"Instruction embeddings must be [G, {self.cfg.language_dim}] (policy.language_dim), got "
                 f"{list(embeddings.shape)}."
             )
-        self.instruction_mean.copy_(embeddings.mean(0))
-        if embeddings.shape[0] > 1:
-            self.instruction_std.copy_(embeddings.std(0, unbiased=False).clamp_min(1e-3))
+        mean, std = embedding_stats(embeddings)
+        self.instruction_mean.copy_(mean)
+        self.instruction_std.copy_(std)
 
     def normalize_instruction(self, embedding: torch.Tensor) -> torch.Tensor:
         """Raw instruction embeddings ``[B, E]`` -> normalized."""
-        return (embedding - self.instruction_mean) / self.instruction_std
+        return normalize_embeddings(embedding, self.instruction_mean, self.instruction_std)
 
     def normalize_inputs(self, obs: Mapping[str, torch.Tensor] | TensorDict) -> TensorDict:
         """Check raw observation groups and return the network's inputs ``[B]``: ``state`` (normalized),

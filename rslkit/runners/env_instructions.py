@@ -1,5 +1,5 @@
-"""What a runner of an instruction-following (VLA) policy needs from its env: each env's instruction embedding and
-an evaluation that reports success per instruction.
+"""What a runner of an instruction-following (VLA) policy needs from its env: each env's instruction embedding
+(evaluation reports success per instruction: :mod:`rslkit.runners.evaluation`).
 
 The env names its instructions in ``env.instructions`` (strings) with an observation group ``goal`` holding each
 env's index into them (``so101-pick-place``); an env without them follows one fixed instruction. Instructions are
@@ -8,8 +8,7 @@ embedded with a local sentence encoder (:class:`~rslkit.models.text_encoder.Sent
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 from tensordict import TensorDict
@@ -18,9 +17,6 @@ from rslkit.envs.instruction_groups import INSTRUCTION_INDEX_GROUP
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.text_encoder import SentenceEncoder
 from rslkit.models.vla.policy import INSTRUCTION_GROUP
-
-GOAL_GROUP = INSTRUCTION_INDEX_GROUP
-"""Observation group of each env's instruction index (into ``env.instructions``)."""
 
 
 class EnvInstructions:
@@ -69,8 +65,8 @@ class EnvInstructions:
             ValueError: the env provides no instructions and no fixed instruction is set.
         """
         instructions = getattr(self.env, "instructions", None)
-        if instructions and GOAL_GROUP in obs.keys():
-            return self.embed(list(instructions))[obs[GOAL_GROUP].reshape(-1).long().to(self.device)]
+        if instructions and INSTRUCTION_INDEX_GROUP in obs.keys():
+            return self.embed(list(instructions))[obs[INSTRUCTION_INDEX_GROUP].reshape(-1).long().to(self.device)]
         if self.instruction:
             return self.embed([self.instruction]).expand(obs.batch_size[0], -1)
         raise ValueError(
@@ -83,66 +79,3 @@ class EnvInstructions:
         out = obs.clone(recurse=False)
         out.set(INSTRUCTION_GROUP, self(obs).to(obs.device))
         return out
-
-
-@dataclass
-class InstructedEpisodes:
-    """Per env, one evaluation episode: ``returns``, ``lengths``, ``success`` (bool) and ``goal`` (instruction index;
-    0 for an env without instructions), all ``[N]`` on the CPU."""
-
-    returns: torch.Tensor
-    lengths: torch.Tensor
-    success: torch.Tensor
-    goal: torch.Tensor
-
-    def metrics(self) -> dict[str, float]:
-        """``Eval/mean_return``, ``Eval/mean_episode_length``, ``Eval/success_rate`` and, per instruction index
-        ``g``, ``Eval/success/<g>``."""
-        out = {
-            "Eval/mean_return": float(self.returns.mean()),
-            "Eval/mean_episode_length": float(self.lengths.mean()),
-            "Eval/success_rate": float(self.success.float().mean()),
-        }
-        for g in self.goal.unique().tolist():
-            out[f"Eval/success/{g}"] = float(self.success[self.goal == g].float().mean())
-        return out
-
-
-@torch.inference_mode()
-def run_instructed_episodes(
-    env: VecEnv,
-    policy: Callable[[TensorDict], torch.Tensor],
-    reset_inference: Callable[[torch.Tensor | None], None],
-) -> InstructedEpisodes:
-    """One episode per env from a reset (where the env can reset) with the step policy ``policy``; the global RNG
-    is restored afterwards, so evaluations do not change the training run. Success is the env's
-    ``extras["success"]`` where an episode ends."""
-    with torch.random.fork_rng():
-        if hasattr(env, "reset"):
-            env.reset()
-        reset_inference(None)
-        obs = env.get_observations()
-        n = env.num_envs
-        goal = obs[GOAL_GROUP].reshape(-1).long().cpu() if GOAL_GROUP in obs.keys() else torch.zeros(n).long()
-        returns, lengths = torch.zeros(n), torch.zeros(n)
-        success, done = torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
-        for _ in range(int(torch.as_tensor(env.max_episode_length).max()) + 1):
-            obs, rewards, dones, extras = env.step(policy(obs))
-            dones = dones.cpu().bool()
-            returns += rewards.cpu() * ~done
-            lengths += (~done).float()
-            success |= dones & ~done & extras.get("success", torch.zeros_like(dones)).cpu().bool()
-            done |= dones
-            reset_inference(dones)
-            if bool(done.all()):
-                break
-    return InstructedEpisodes(returns, lengths, success, goal)
-
-
-def evaluate_instructed(
-    env: VecEnv,
-    policy: Callable[[TensorDict], torch.Tensor],
-    reset_inference: Callable[[torch.Tensor | None], None],
-) -> dict[str, float]:
-    """The metrics (:meth:`InstructedEpisodes.metrics`) of :func:`run_instructed_episodes`."""
-    return run_instructed_episodes(env, policy, reset_inference).metrics()
