@@ -102,10 +102,11 @@ def _eval(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _relabel(args: argparse.Namespace) -> dict[str, float]:
+    from rslkit.link.spool_writer import RewardFn
     from rslkit.realworld.relabel import relabel_demonstrations
-    from rslkit.realworld.rewards import RewardFn, load_reward
     from rslkit.rewards.loop_reward import LoopProgressReward
     from rslkit.runners.off_policy_runner import load_demonstrations
+    from rslkit.utils.plugins import load_plugin
 
     out = Path(args.out)
     if out.exists() and not args.force:
@@ -117,7 +118,7 @@ def _relabel(args: argparse.Namespace) -> dict[str, float]:
             args.model, args.goal, args.dead_band, args.scale, args.done_bonus, args.accumulate, args.progress_weight
         )
     else:
-        reward = load_reward(args.reward)
+        reward = load_plugin(args.reward, "--reward")
     relabelled = relabel_demonstrations(demos, reward)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(relabelled, out)

@@ -18,8 +18,8 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.gae import bootstrap_time_outs
-from rslkit.realworld.wire import ArraySpec
-from rslkit.realworld.wire_rollout import RolloutSchema
+from rslkit.link.rollouts import RolloutSchema
+from rslkit.link.wire import ArraySpec
 from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner
 from rslkit.storage.rollout_storage import RolloutStorage

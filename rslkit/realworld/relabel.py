@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.realworld.rewards import RewardFn
-from rslkit.realworld.wire import TransitionBatch
+from rslkit.link.spool_writer import RewardFn
+from rslkit.link.transitions import TransitionBatch
 
 
 def _episodes(done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -30,7 +30,7 @@ def relabel_demonstrations(demos: TensorDict, reward: RewardFn, batch_size: int 
 
     Transitions are consecutive steps, episode after episode (as :func:`record_expert_demonstrations` and
     ``load_demonstrations`` give them); an episode ends at ``terminated | truncated``. They reach ``reward`` in
-    order, as :class:`~rslkit.realworld.wire.TransitionBatch` es of at most ``batch_size``, keyed by episode index
+    order, as :class:`~rslkit.link.transitions.TransitionBatch` es of at most ``batch_size``, keyed by episode index
     and step, with ``intervention`` set (a demonstration is a human's) and policy version 0; a plug-in that keeps
     per-episode state (the progress critic's value) sees each episode from its first step. Use a fresh plug-in: one
     that already scored other episodes may hold values under the same episode indices.

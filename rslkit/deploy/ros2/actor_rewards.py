@@ -6,13 +6,14 @@ A source is asked once per transition, on the control thread, when the next obse
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
+
+from rslkit.utils.plugins import load_plugin
 
 Outcome = tuple[float, bool, bool]
 """``(reward, done, intervention)`` of one transition."""
@@ -117,20 +118,14 @@ class PluginReward:
 
 
 def load_reward_fn(name: str) -> Callable[[Mapping[str, np.ndarray]], Any]:
-    """The callable ``module:attribute`` names.
+    """The callable ``module:attribute`` (or ``module:factory()``) names.
 
     Raises:
         ValueError: for a malformed name, a module that does not import, or an attribute that is not callable.
     """
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"--actor.reward_fn must be module:function, got '{name}'.")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"--actor.reward_fn '{name}' does not resolve: {err}.") from None
+    fn = load_plugin(name, "--actor.reward_fn")
     if not callable(fn):
-        raise ValueError(f"--actor.reward_fn '{name}' is not callable.")
+        raise ValueError(f"--actor.reward_fn {name}: {type(fn).__name__} is not callable.")
     return fn
 
 
