@@ -192,7 +192,7 @@ def _decode_rollout(header: dict[str, Any], payload: memoryview, schema: Any) ->
     rollout = wire.check_int(header["rollout"], "rollout")
     version = wire.check_int(header["policy_version"], "policy_version")
     if not isinstance(schema, RolloutSchema):
-        raise WireError("decoding a rollout needs the receiver's RolloutSchema.")
+        raise WireError("decoding a rollout needs the receiver's schema (a RolloutSchema).")
     _same_schema(header, schema, "rollout")
     arrays = wire.load_arrays(payload)
     _check_rollout_arrays(arrays, schema)

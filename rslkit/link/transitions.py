@@ -229,7 +229,7 @@ def _encode(message: Transitions) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _decode(header: dict[str, Any], payload: memoryview, schema: Any) -> Transitions:
     if not isinstance(schema, TransitionSchema):
-        raise WireError("decoding transitions needs the receiver's TransitionSchema.")
+        raise WireError("decoding transitions needs the receiver's schema (a TransitionSchema).")
     sent = TransitionSchema.from_json(header["schema"])
     if sent != schema:
         theirs, ours = (json.dumps(s.to_json(), sort_keys=True) for s in (sent, schema))

@@ -10,9 +10,13 @@ be served from there (one call per batch keeps its latency off the ticks).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rslkit.link.spool_writer import RewardFn
-from rslkit.rewards.loop_reward import LoopProgressReward, LoopRewardCfg
 from rslkit.utils.plugins import load_plugin
+
+if TYPE_CHECKING:
+    from rslkit.rewards.loop_reward import LoopRewardCfg
 
 
 def load_reward(name: str, learned: LoopRewardCfg | None = None, flag: str = "--actor.reward") -> RewardFn | None:
@@ -24,7 +28,9 @@ def load_reward(name: str, learned: LoopRewardCfg | None = None, flag: str = "--
     """
     if name == "task":
         return None
-    if name == "learned":
+    if name == "learned":  # torch, on the actor's machine: imported only when asked for
+        from rslkit.rewards.loop_reward import LoopProgressReward, LoopRewardCfg
+
         return LoopProgressReward.from_cfg(learned or LoopRewardCfg())
     fn = load_plugin(name, flag)
     if not callable(fn):

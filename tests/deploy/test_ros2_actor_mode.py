@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rslkit.deploy.ros2.actor_writer import EpisodeCounter, Row, SpoolWriter, stack
 
 from rslkit.deploy.clock import FakeClock
 from rslkit.deploy.inference_worker import SimulatedInference
@@ -22,12 +23,12 @@ from rslkit.deploy.onnx_weights import POLICY_KEY, onnx_policy_from_arrays
 from rslkit.deploy.ros2.actor import ActorMode, RobotActor
 from rslkit.deploy.ros2.actor_config import ActorCfg
 from rslkit.deploy.ros2.actor_rewards import NoReward, PluginReward, TopicReward
-from rslkit.deploy.ros2.actor_writer import EpisodeCounter, Row, SpoolWriter, stack
 from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.controller import PolicyController
 from rslkit.deploy.ros2.synthetic import chunk_policy, mlp_policy
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
+from rslkit.link import wire
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionBatch, TransitionSchema
 
 J = ["a", "b", "c"]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ros2"))  # the learner stand-in process
@@ -217,7 +218,7 @@ def test_plugin_rewards_end_episodes(graphs: dict[str, Path]) -> None:
 
 
 def test_writer_spools_rows_and_episode_numbers_survive_a_restart(graphs: dict[str, Path], tmp_path: Path) -> None:
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+    schema = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
     ctrl = _controller(graphs["mlp"])
     with Spool(tmp_path / "s", "robot-1", schema) as spool:
         counter = EpisodeCounter(spool.directory)
@@ -237,13 +238,13 @@ class GatedSpool:
     """A spool whose disk hangs until ``gate`` is set."""
 
     actor_id = "robot-1"
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+    schema = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
 
     def __init__(self) -> None:
         self.gate = threading.Event()
         self.appended = 0
 
-    def append(self, batch: wire.TransitionBatch) -> int:
+    def append(self, batch: TransitionBatch) -> int:
         self.gate.wait(10)
         self.appended += len(batch)
         return self.appended - 1
@@ -358,12 +359,12 @@ def test_ticks_stay_on_time_while_the_learner_is_absent_then_stopped(
 def test_a_learner_stand_in_stores_every_transition_once_and_its_weights_are_swapped_in(
     graphs: dict[str, Path], tmp_path: Path
 ) -> None:
-    from rslkit.realworld.transport_server import LearnerServer
-    from rslkit.realworld.transport_sink import MemorySink
+    from rslkit.link.server import LearnerServer
+    from rslkit.link.sink import MemorySink
 
     ctrl = _controller(graphs["mlp"])
     sink = MemorySink()
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+    schema = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
     with LearnerServer(schema, sink, "127.0.0.1:0") as server:
         cfg = ActorCfg(
             learner=server.address, id="arm-1", spool=str(tmp_path / "spool"), max_episode_steps=10, drain_s=10.0

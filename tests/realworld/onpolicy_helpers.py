@@ -10,12 +10,11 @@ from typing import Any
 
 import torch
 
+from rslkit.link.client import Backoff, ClientConfig
 from rslkit.realworld.onpolicy_actor import ActorSummary, OnPolicyActor
 from rslkit.realworld.onpolicy_codec import codec_for
 from rslkit.realworld.onpolicy_config import OnPolicyActorCfg, OnPolicyLearnerCfg
 from rslkit.realworld.onpolicy_learner import PPOLearner, ReinFlowLearner
-from rslkit.realworld.rollout_client import RolloutClient
-from rslkit.realworld.transport_client import Backoff, ClientConfig
 from rslkit.recipes import build_run
 from rslkit.utils.checkpoint import save_checkpoint
 from rslkit.utils.config import to_dict

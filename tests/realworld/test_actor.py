@@ -10,19 +10,20 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rslkit.realworld.spool_writer import SpoolWriter
 from test_learner import make_learner
 from transport_helpers import FAST, needs_netns
 
-from rslkit.realworld import wire
+from rslkit.link import wire
+from rslkit.link.client import ActorClient
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionBatch, Transitions, TransitionSchema
 from rslkit.realworld.actor import Actor
 from rslkit.realworld.actor_config import ActorCfg
 from rslkit.realworld.defaults import realworld_overrides
 from rslkit.realworld.experts import expert_for
 from rslkit.realworld.sim_robot import RealTimeCfg, RealTimeRobot
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.spool_writer import SpoolWriter
 from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.transport_client import ActorClient
 from rslkit.recipes import build_run
 
 pytestmark = needs_netns
@@ -71,9 +72,9 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
 
 
 def test_spool_writer_applies_the_reward_function_and_reports_failures(tmp_path: Path) -> None:
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((3,), "float32")}, wire.ArraySpec((1,), "float32"))
+    schema = TransitionSchema({"policy": wire.ArraySpec((3,), "float32")}, wire.ArraySpec((1,), "float32"))
     n = 5
-    batch = wire.TransitionBatch(
+    batch = TransitionBatch(
         obs={"policy": np.zeros((n, 3), np.float32)},
         next_obs={"policy": np.ones((n, 3), np.float32)},
         action=np.zeros((n, 1), np.float32),
@@ -92,7 +93,7 @@ def test_spool_writer_applies_the_reward_function_and_reports_failures(tmp_path:
     assert writer.appended == n and writer.idle()
     ((_, _, message),) = list(spool.pending())
     decoded = wire.decode(message, schema)
-    assert isinstance(decoded, wire.Transitions)
+    assert isinstance(decoded, Transitions)
     np.testing.assert_array_equal(decoded.batch.reward, np.full(n, 3.0, np.float32))
     spool.close()
     bad = SpoolWriter(Spool(tmp_path / "b", "actor-0", schema), lambda b: np.zeros(2))

@@ -14,13 +14,13 @@ import torch
 from tensordict import TensorDict
 from transport_helpers import FAST, needs_netns, wait_until
 
-from rslkit.realworld import wire
+from rslkit.link.client import ActorClient
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionBatch
 from rslkit.realworld.defaults import realworld_overrides
 from rslkit.realworld.learner import RealWorldLearner
 from rslkit.realworld.learner_config import LearnerCfg
-from rslkit.realworld.spool import Spool
 from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.transport_client import ActorClient
 from rslkit.recipes import build_run, load_run
 
 pytestmark = needs_netns
@@ -40,7 +40,7 @@ def make_learner(run_dir: Path | None, max_iterations: int = 3, **cfg: Any) -> R
 def batch(episode: int, steps: range, rng: np.random.Generator, human: np.ndarray | None = None, version: int = 1):
     n = len(steps)
     obs = rng.normal(size=(n, 3)).astype(np.float32)
-    return wire.TransitionBatch(
+    return TransitionBatch(
         obs={"policy": obs},
         next_obs={"policy": obs + 0.1},
         action=rng.uniform(-1, 1, (n, 1)).astype(np.float32),

@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 from transport_helpers import needs_netns, wait_until
 
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.wire import TransitionSchema
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionSchema
 from rslkit.utils.checkpoint import latest_checkpoint
 
 pytestmark = needs_netns

@@ -9,10 +9,9 @@ import numpy as np
 from onpolicy_helpers import FAST, Loop, add_actor, learner
 from transport_helpers import needs_netns, wait_until
 
-from rslkit.realworld import wire, wire_rollout
+from rslkit.link import wire
+from rslkit.link.rollouts import Rollout, RolloutSchema
 from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
-from rslkit.realworld.rollout_client import RolloutClient
-from rslkit.realworld.wire_rollout import Rollout, RolloutSchema
 
 pytestmark = needs_netns
 OVERRIDES = ["--agent.num_steps_per_env", "4", "--agent.algorithm.num_mini_batches", "2"]
@@ -63,8 +62,8 @@ def test_bad_rollouts_refused_learner_alive() -> None:
         "expected float32 [4, 4]": raw_rollout(good, step_reward=np.zeros((t, n + 1), np.float32)),
         "cast with": raw_rollout(good, step_log_prob=np.zeros((t, n), np.float64)),
         "missing arrays": wire.frame(_header(good), {}),
-        "schema mismatch": wire_rollout.encode(dataclasses.replace(good, **_other_schema(good, schema))),
-        "holds no permit": wire_rollout.encode(good),
+        "schema mismatch": wire.encode(dataclasses.replace(good, **_other_schema(good, schema))),
+        "holds no permit": wire.encode(good),
         "time-out must also be done": raw_rollout(good, step_time_out=np.ones((t, n), bool)),
     }
     try:

@@ -16,13 +16,13 @@ import grpc
 import numpy as np
 import pytest
 from transport_helpers import FAST, fill, needs_netns, serve, wait_until
-from wire_samples import SCHEMA
 
-from rslkit.realworld import transport, wire
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import ActorClient, Backoff, ClientConfig
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link import transport, wire
+from rslkit.link.client import ActorClient, Backoff, ClientConfig
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import MemorySink
+from rslkit.link.spool import Spool
+from tests.link.wire_samples import SCHEMA
 
 pytestmark = pytest.mark.timeout(60)
 

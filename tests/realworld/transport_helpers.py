@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from wire_samples import SCHEMA, make_batch
 
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import Backoff, ClientConfig
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import SeqWatermarks
+from rslkit.link.client import Backoff, ClientConfig
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import Watermarks
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import Transitions
+from tests.link.wire_samples import SCHEMA, make_batch
 
 needs_netns = pytest.mark.skipif(
     os.environ.get("RSLKIT_NETNS_TESTS") != "1",
@@ -80,7 +80,7 @@ class FileSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.watermarks = SeqWatermarks()
+        self.watermarks = Watermarks()
         self.keys: Counter[tuple[str, int, int]] = Counter()  # (actor, episode, step) -> times stored
         self.duplicates = 0
         self._restore()
@@ -100,7 +100,7 @@ class FileSink:
             self.watermarks.advance(row["actor"], row["seq"][-1])
             self.keys.update((row["actor"], e, s) for e, s in zip(row["episode"], row["step"]))
 
-    def __call__(self, actor_id: str, message: wire.Transitions) -> int:
+    def __call__(self, actor_id: str, message: Transitions) -> int:
         rows = self.watermarks.new_rows(actor_id, message.seq)
         self.duplicates += int((~rows).sum())
         if rows.any():

@@ -24,12 +24,13 @@ from std_msgs.msg import String
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.deploy.ros2.synthetic import mlp_policy
-from rslkit.realworld import wire
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link import wire
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import MemorySink
+from rslkit.link.transitions import TransitionSchema
 
 JOINTS = ["j0", "j1", "j2"]
-SCHEMA = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+SCHEMA = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
 PARAMS = {
     "joint_names": JOINTS,
     "observation": ["joint_pos", "last_action"],
