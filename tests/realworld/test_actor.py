@@ -71,37 +71,6 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
     assert [int(r["interventions"]) for r in rows] == [66, 66]
 
 
-def test_spool_writer_applies_the_reward_function_and_reports_failures(tmp_path: Path) -> None:
-    schema = TransitionSchema({"policy": wire.ArraySpec((3,), "float32")}, wire.ArraySpec((1,), "float32"))
-    n = 5
-    batch = TransitionBatch(
-        obs={"policy": np.zeros((n, 3), np.float32)},
-        next_obs={"policy": np.ones((n, 3), np.float32)},
-        action=np.zeros((n, 1), np.float32),
-        reward=np.zeros(n, np.float32),
-        done=np.arange(n) == n - 1,
-        truncated=np.zeros(n, bool),
-        episode=np.zeros(n, np.int64),
-        step=np.arange(n, dtype=np.int64),
-        policy_version=np.ones(n, np.int64),
-        intervention=np.zeros(n, bool),
-    )
-    spool = Spool(tmp_path / "a", "actor-0", schema)
-    writer = SpoolWriter(spool, lambda b: b.next_obs["policy"].sum(1))  # a "success classifier"
-    writer.put(batch)
-    writer.close()
-    assert writer.appended == n and writer.idle()
-    ((_, _, message),) = list(spool.pending())
-    decoded = wire.decode(message, schema)
-    assert isinstance(decoded, Transitions)
-    np.testing.assert_array_equal(decoded.batch.reward, np.full(n, 3.0, np.float32))
-    spool.close()
-    bad = SpoolWriter(Spool(tmp_path / "b", "actor-0", schema), lambda b: np.zeros(2))
-    bad.put(batch)
-    with pytest.raises(RuntimeError, match="reward function returned shape"):
-        bad.close()
-
-
 def lone_actor(tmp_path: Path, task: str, cfg: ActorCfg, **kwargs: Any) -> Actor:
     """An actor whose learner never answers (nothing listens on its port)."""
     sim, runner = build_run(task, "sac", realworld_overrides(task), num_envs=1, seed=0)

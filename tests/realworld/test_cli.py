@@ -38,9 +38,9 @@ def test_bad_input_is_refused_with_a_clear_message(capsys: pytest.CaptureFixture
         main(["learner", "--task", "pendulum", "--learner.publish", "pickle"])
     with pytest.raises(ValueError, match="Unknown config field 'actor.max_episode'"):
         main(["actor", "--task", "pendulum", "--actor.max_episode", "3"])
-    with pytest.raises(ValueError, match="package.module:function"):
+    with pytest.raises(ValueError, match="package.module:attribute"):
         load_reward("not_a_reference")
-    with pytest.raises(ValueError, match="has no callable"):
+    with pytest.raises(ValueError, match="has no attribute 'no_such_function'"):
         load_reward("math:no_such_function")
     assert load_reward("numpy:ones_like") is not None
 

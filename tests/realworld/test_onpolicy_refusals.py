@@ -10,7 +10,8 @@ from onpolicy_helpers import FAST, Loop, add_actor, learner
 from transport_helpers import needs_netns, wait_until
 
 from rslkit.link import wire
-from rslkit.link.rollouts import Rollout, RolloutSchema
+from rslkit.link.client import ActorClient
+from rslkit.link.rollouts import PermitRequest, Rollout, RolloutSchema
 from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
 
 pytestmark = needs_netns
@@ -40,7 +41,7 @@ def raw_rollout(r: Rollout, **arrays: np.ndarray) -> bytes:
 
 def _refused(port: int, schema: RolloutSchema, data: bytes) -> str:
     """Why the learner ended the stream on which ``data`` (a message of actor "bad") was sent."""
-    client = RolloutClient(f"127.0.0.1:{port}", "bad", schema, config=FAST)
+    client = ActorClient(f"127.0.0.1:{port}", "bad", schema=schema, config=FAST)
     try:
         assert client.wait_weights(0, 5.0) is not None
         client._outbox.put(data)
@@ -93,9 +94,9 @@ def _other_schema(r: Rollout, schema: RolloutSchema) -> dict:
 def test_actor_refuses_a_learner_of_another_schema() -> None:
     run = learner("point-reach", "ppo", OVERRIDES, OnPolicyLearnerCfg(0, 1, 4, 30.0), iterations=1)
     schema = dataclasses.replace(run.rollout_schema, envs=5)
-    client = RolloutClient(f"127.0.0.1:{run.server.port}", "other", schema, config=FAST)
+    client = ActorClient(f"127.0.0.1:{run.server.port}", "other", schema=schema, config=FAST)
     try:
-        assert client.request_permit(-1, 5.0) is None
+        assert client.request(PermitRequest("other", -1), "permit", 5.0) is None
         assert client.fatal is not None and "schema mismatch" in client.fatal
     finally:
         client.close()

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from rslkit.link.client import Backoff, ClientConfig
+from rslkit.link.sink import TransitionsHandler
 from rslkit.link.server import LearnerServer
 from rslkit.link.sink import Watermarks
 from rslkit.link.spool import Spool
@@ -46,7 +47,7 @@ def serve(sink: Any, port: int = 0, retry_s: float = 5.0, **kwargs: Any) -> Lear
     deadline = time.monotonic() + retry_s
     while True:
         try:
-            return LearnerServer(SCHEMA, sink, f"127.0.0.1:{port}", **kwargs)
+            return LearnerServer([TransitionsHandler(SCHEMA, sink)], f"127.0.0.1:{port}", **kwargs)
         except ValueError:
             if port == 0 or time.monotonic() > deadline:
                 raise

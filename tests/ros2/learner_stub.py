@@ -23,7 +23,7 @@ from typing import TextIO
 import numpy as np
 
 from rslkit.link.server import LearnerServer
-from rslkit.link.sink import MemorySink
+from rslkit.link.sink import MemorySink, TransitionsHandler
 from rslkit.link.transitions import Transitions, TransitionSchema
 
 
@@ -110,7 +110,7 @@ def main() -> None:
     deadline = time.monotonic() + 5.0
     while True:  # a port just freed may still be held for a moment
         try:
-            server = LearnerServer(schema, KeySink(out), f"127.0.0.1:{args.port}")
+            server = LearnerServer([TransitionsHandler(schema, KeySink(out))], f"127.0.0.1:{args.port}")
             break
         except ValueError:
             if args.port == 0 or time.monotonic() > deadline:
