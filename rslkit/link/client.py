@@ -193,8 +193,8 @@ class _Stream:
         except grpc.RpcError as err:
             self.client.note_rpc_error(err, self)
         except wire.WireError as err:
+            self.fail(f"the learner sent a message this actor refuses: {err}", transient=False)
             self.client.stop_for_good(f"the learner sent a message this actor refuses: {err}")
-            self.fail(str(err), transient=False)
         except ValueError as err:  # an ack the spool refuses
             self.fail(f"the learner sent an ack this actor refuses: {err}", transient=False)
         finally:
@@ -415,10 +415,11 @@ class ActorClient:
             )
             with self._cond:
                 self._replaced = True
-            self._stop.set()
-        elif code == grpc.StatusCode.INVALID_ARGUMENT:
-            self.stop_for_good(f"the learner refused this actor's message: {details}")
         stream.fail(f"{code.name if code else 'ERROR'}: {details}", transient=code in TRANSIENT)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            self.stop_for_good(f"the learner refused this actor's message: {details}")
+        elif self._replaced:
+            self._stop.set()
 
     def stop_for_good(self, reason: str) -> None:
         """Stop the client: nothing a reconnect does would cure ``reason`` (:attr:`fatal`)."""

@@ -44,7 +44,8 @@ def _refused(port: int, schema: RolloutSchema, data: bytes) -> str:
     client = ActorClient(f"127.0.0.1:{port}", "bad", schema=schema, config=FAST)
     try:
         assert client.wait_weights(0, 5.0) is not None
-        client._outbox.put(data)
+        assert client._stream is not None
+        client._stream.outbox.put(data)  # bytes no encoder would make
         wait_until(lambda: client.last_error is not None, 5.0, "the refusal")
         return str(client.last_error)
     finally:

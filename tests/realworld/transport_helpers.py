@@ -97,22 +97,23 @@ class FileSink:
                 f.truncate(keep)
         for line in data[:keep].splitlines():
             row = json.loads(line)
-            self.watermarks.new_rows(row["actor"], np.asarray(row["seq"]))
-            self.watermarks.advance(row["actor"], row["seq"][-1])
+            episode, step = np.asarray(row["episode"]), np.asarray(row["step"])
+            self.watermarks.new_rows(row["actor"], np.asarray(row["seq"]), episode, step)
+            self.watermarks.advance(row["actor"], row["seq"][-1], episode, step)
             self.keys.update((row["actor"], e, s) for e, s in zip(row["episode"], row["step"]))
 
     def __call__(self, actor_id: str, message: Transitions) -> int:
-        rows = self.watermarks.new_rows(actor_id, message.seq)
+        b = message.batch
+        rows = self.watermarks.new_rows(actor_id, message.seq, b.episode, b.step)
         self.duplicates += int((~rows).sum())
         if rows.any():
-            b = message.batch
             row = {"actor": actor_id, "seq": message.seq[rows].tolist()}
             row |= {"episode": b.episode[rows].tolist(), "step": b.step[rows].tolist()}
             self._file.write(json.dumps(row).encode() + b"\n")
             self._file.flush()
             os.fsync(self._file.fileno())
             self.keys.update((actor_id, e, s) for e, s in zip(row["episode"], row["step"]))
-        return self.watermarks.advance(actor_id, int(message.seq[-1]))
+        return self.watermarks.advance(actor_id, int(message.seq[-1]), b.episode[rows], b.step[rows])
 
     def close(self) -> None:
         self._file.close()
