@@ -109,7 +109,9 @@ def test_ticks_become_transitions_with_keys_next_obs_rewards_and_episode_ends(gr
     assert [r.step for r in rows if r.done] == [3, 1, 3]
     for k, r in enumerate(rows):
         np.testing.assert_array_equal(r.obs["policy"], observed[k][0])
-        np.testing.assert_array_equal(r.next_obs["policy"], observed[k + 1][0])  # next obs: the observation at the next tick
+        np.testing.assert_array_equal(
+            r.next_obs["policy"], observed[k + 1][0]
+        )  # next obs: the observation at the next tick
         np.testing.assert_allclose(r.action, observed[k][1], atol=1e-6)
         assert r.reward == k + 1 and r.policy_version == 0 and not r.intervention
     assert [len(b) for b in batches.batches] == [3, 1, 2, 3, 1, 1]  # every 3 steps, at each episode end, and flush()
@@ -232,7 +234,9 @@ def test_writer_spools_rows_and_episode_numbers_survive_a_restart(graphs: dict[s
         assert writer.spooled == 6 and spool.unacked_count == 6
     keys = [(int(e), int(s)) for m in stored for e, s in zip(m.batch.episode, m.batch.step)]  # type: ignore[union-attr]
     assert keys == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
-    assert EpisodeNumbers(tmp_path / "s" / EPISODE_FILE).next_episode == 2  # a restarted node numbers its episodes from 2
+    assert (
+        EpisodeNumbers(tmp_path / "s" / EPISODE_FILE).next_episode == 2
+    )  # a restarted node numbers its episodes from 2
 
 
 def test_settings_are_checked(graphs: dict[str, Path], tmp_path: Path) -> None:

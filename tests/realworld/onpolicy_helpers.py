@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from rslkit.link.client import ActorClient, Backoff, ClientConfig
-from rslkit.realworld.onpolicy_actor import RolloutSummary, OnPolicyActor
+from rslkit.realworld.onpolicy_actor import OnPolicyActor, RolloutSummary
 from rslkit.realworld.onpolicy_codec import codec_for
 from rslkit.realworld.onpolicy_config import OnPolicyActorCfg, OnPolicyLearnerCfg
 from rslkit.realworld.onpolicy_learner import PPOLearner, ReinFlowLearner

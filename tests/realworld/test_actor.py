@@ -9,18 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
-from rslkit.realworld.spool_writer import SpoolWriter
 from test_learner import make_learner
 from transport_helpers import FAST, needs_netns
 
-from rslkit.link import wire
 from rslkit.link.client import ActorClient
 from rslkit.link.spool import Spool
-from rslkit.link.transitions import TransitionBatch, Transitions, TransitionSchema
 from rslkit.realworld.actor import Actor
 from rslkit.realworld.actor_config import ActorCfg
-from rslkit.realworld.defaults import realworld_overrides
+from rslkit.realworld.defaults import agent_defaults, as_overrides
 from rslkit.realworld.experts import expert_for
 from rslkit.realworld.sim_robot import RealTimeCfg, RealTimeRobot
 from rslkit.realworld.task_schema import transition_schema
@@ -47,7 +43,7 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
     learner = make_learner(None, max_iterations=2)
     learner.serve("127.0.0.1:0")
     assert learner.server is not None
-    env, runner = build_run("pendulum", "sac", realworld_overrides("pendulum"), num_envs=1, seed=3)
+    env, runner = build_run("pendulum", "sac", as_overrides("agent", agent_defaults("pendulum")), num_envs=1, seed=3)
     spool = Spool(tmp_path / "spool", "actor-0", transition_schema(env, runner.policy.obs_groups))
     client = ActorClient(f"127.0.0.1:{learner.server.port}", "actor-0", spool, config=FAST)
     cfg = ActorCfg(max_episodes=2, realtime=False, random_steps=50, first_weights_timeout_s=5.0)
@@ -73,7 +69,7 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
 
 def lone_actor(tmp_path: Path, task: str, cfg: ActorCfg, **kwargs: Any) -> Actor:
     """An actor whose learner never answers (nothing listens on its port)."""
-    sim, runner = build_run(task, "sac", realworld_overrides(task), num_envs=1, seed=0)
+    sim, runner = build_run(task, "sac", as_overrides("agent", agent_defaults(task)), num_envs=1, seed=0)
     env = RealTimeRobot(sim, cfg.robot) if cfg.realtime else sim
     spool = Spool(tmp_path / "spool", "actor-0", transition_schema(sim, runner.policy.obs_groups))
     with socket.socket() as s:

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from rslkit.link.client import Backoff, ClientConfig
-from rslkit.link.sink import TransitionsHandler
 from rslkit.link.server import LearnerServer
-from rslkit.link.sink import Watermarks
+from rslkit.link.sink import TransitionsHandler, Watermarks
 from rslkit.link.spool import Spool
 from rslkit.link.transitions import Transitions
 from tests.link.wire_samples import SCHEMA, make_batch
