@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from test_learner import make_learner
 from transport_helpers import FAST, needs_netns
 
+from rslkit.link import wire
 from rslkit.link.client import ActorClient
 from rslkit.link.spool import Spool
-from rslkit.realworld.actor import Actor
+from rslkit.link.transitions import Transitions
+from rslkit.realworld.actor import Actor, restart_seed
 from rslkit.realworld.actor_config import ActorCfg
 from rslkit.realworld.defaults import agent_defaults, as_overrides
 from rslkit.realworld.experts import expert_for
@@ -116,3 +119,48 @@ def test_hold_mode_stops_acting_while_the_learner_is_unreachable(tmp_path: Path)
     actor.client.close()
     assert summary.held_s >= 1.0
     assert summary.env_steps <= 20  # about 0.2 s of 50 Hz ticks before it gave the learner up
+
+
+def _spooled(spool: Spool) -> list[Transitions]:
+    return [wire.decode(m, spool.schema) for _, _, m in spool.pending()]  # type: ignore[misc]
+
+
+def test_the_running_episode_reaches_the_spool_every_second_and_success_is_not_printed_when_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A killed actor loses at most ``spool_every_s`` of its episode (pendulum: 20 steps of 0.05 s), not all of it;
+    a task without success prints no ``success None``."""
+    cfg = ActorCfg(max_env_steps=250, realtime=False, first_weights_timeout_s=0.0, drain_timeout_s=0.0)
+    assert cfg.spool_every_s == 1.0  # the default
+    actor = lone_actor(tmp_path, "pendulum", cfg)
+    assert actor.spool_steps == 20
+    actor.run()
+    actor.client.close()
+    messages = _spooled(actor.spool)
+    assert [len(m.seq) for m in messages] == [20] * 12 + [10]  # episode 0 ends at step 200, episode 1 is cut at 50
+    assert not messages[0].batch.done.any()  # handed over mid-episode
+    out = capsys.readouterr().out
+    assert "episode 0: return" in out and "success" not in out
+    actor.spool.close()
+
+
+def test_a_restarted_actor_does_not_replay_its_random_stream(tmp_path: Path) -> None:
+    """Same seed, same actor directory, restarted: new random actions (and a new env seed); a fresh directory
+    with the same seed repeats the first run exactly."""
+    assert restart_seed(7, 0) == 7 and restart_seed(7, 1) != restart_seed(7, 2) != 7
+
+    def first_actions(directory: Path) -> np.ndarray:
+        cfg = ActorCfg(max_env_steps=30, random_steps=30, realtime=False, first_weights_timeout_s=0.0,
+                       drain_timeout_s=0.0)  # fmt: skip
+        actor = lone_actor(directory, "pendulum", cfg, seed=7)
+        actor.run()
+        actor.client.close()
+        actions = np.concatenate([m.batch.action for m in _spooled(actor.spool)])
+        actor.spool.close()
+        return actions
+
+    first = first_actions(tmp_path / "a")
+    again = first_actions(tmp_path / "b")  # another, fresh directory: one uninterrupted run is reproducible
+    restarted = first_actions(tmp_path / "a")  # the same directory: a restart
+    np.testing.assert_array_equal(first, again)
+    assert restarted.shape == (60, 1) and not np.allclose(restarted[30:], first[:30])
