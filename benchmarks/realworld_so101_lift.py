@@ -23,9 +23,9 @@ passes more flags to every run (``--extra --agent.policy.num_critics 10``).
 ``--critic_demos`` other scripted episodes (``learned_reward_rl.train_critic``: half with action noise, graded on
 20 % held out), the demonstrations are relabelled with it (``rslkit.realworld.relabel``, as ``python -m
 rslkit.rewards relabel`` does) and the actor scores every transition with it
-(``--actor.reward rslkit.rewards.loop_reward:from_env()``, ``RSLKIT_REWARD_SCALE`` ``--reward_scale``,
-``RSLKIT_REWARD_DONE_BONUS`` ``--reward_done_bonus``, ``--reward_progress_weight``, ``--reward_accumulate``). Success
-stays the task's own.
+(``--actor.reward learned`` with ``--actor.learned_reward.*``: ``scale`` from ``--reward_scale``, ``done_bonus``
+``--reward_done_bonus``, ``progress_weight`` ``--reward_progress_weight``, ``accumulate`` ``--reward_accumulate``).
+Success stays the task's own.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -116,20 +115,18 @@ def run_config(
         cmd += ["--agent.demo_path", str(demos), "--learner.bc_warmstart_updates", str(args.bc_updates)]
     if "interventions" in parts:
         cmd += ["--actor.interventions", "scripted", "--actor.takeover_decay", str(args.decay)]
-    env = dict(os.environ)
     if critic is not None:
-        cmd += ["--actor.reward", "rslkit.rewards.loop_reward:from_env()"]
-        env.update(RSLKIT_REWARD_MODEL=str(critic), RSLKIT_REWARD_SCALE=str(args.reward_scale),
-                   RSLKIT_REWARD_DONE_BONUS=str(args.reward_done_bonus),
-                   RSLKIT_REWARD_DEAD_BAND=str(args.reward_dead_band),
-                   RSLKIT_REWARD_ACCUMULATE=args.reward_accumulate,
-                   RSLKIT_REWARD_PROGRESS_WEIGHT=str(args.reward_progress_weight))  # fmt: skip
+        learned = {"model": critic, "scale": args.reward_scale, "done_bonus": args.reward_done_bonus,
+                   "dead_band": args.reward_dead_band, "accumulate": args.reward_accumulate,
+                   "progress_weight": args.reward_progress_weight}  # fmt: skip
+        cmd += ["--actor.reward", "learned"]
+        cmd += [token for k, v in learned.items() for token in (f"--actor.learned_reward.{k}", str(v))]
     cmd += args.extra
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
     full = ["unshare", "-n", "sh", "-c", f"{lo_up} && {quoted}"] if shutil.which("unshare") else cmd
     with (logdir / f"{run_name}.log").open("w") as f:
-        subprocess.run(full, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
+        subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
     return sorted((logdir / "so101-lift").glob(f"*_realworld_{run_name}"))[-1]
 
 

@@ -122,6 +122,7 @@ def _run(
     from ros_harness import Robot
 
     from rslkit.link import wire
+    from rslkit.link.transitions import TransitionSchema
 
     names = [f"joint{i}" for i in range(JOINTS)]
     learner = None
