@@ -220,6 +220,7 @@ def run_learner(args: argparse.Namespace, overrides: list[str]) -> Any:
     learner_over, rest = _split([*_shorthands(args), *overrides], "learner")
     _, rest = _split(rest, "actor")  # local mode passes one set of flags to both
     common: dict[str, Any] = dict(num_envs=1, device=args.device, max_iterations=args.max_iterations)
+    runner: Any
     if args.resume:
         ckpt = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(_latest_learner_run(args))
         cfg = _learner_cfg(args.algo, load_checkpoint(ckpt), learner_over)

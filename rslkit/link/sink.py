@@ -143,7 +143,7 @@ class TransitionsHandler:
         sink: stores them (:class:`TransitionSink`).
     """
 
-    kinds = ("transitions",)
+    kinds: tuple[str, ...] = ("transitions",)
 
     def __init__(self, schema: TransitionSchema, sink: TransitionSink) -> None:
         self.schema, self.sink = schema, sink

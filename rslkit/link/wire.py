@@ -225,7 +225,7 @@ def encode(message: Message, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     kind = KINDS.get(getattr(message, "kind", None))  # type: ignore[arg-type]
     if kind is None or not isinstance(message, kind.cls):
         raise WireError(f"cannot encode {type(message).__name__}: expected a message of a kind of {sorted(KINDS)}.")
-    header: dict[str, Any] = {"kind": kind.name, "sender": check_name(message.sender, "sender")}
+    header: dict[str, Any] = {"kind": kind.name, "sender": check_name(getattr(message, "sender", None), "sender")}
     fields, arrays = kind.encode(message)
     return frame(header | fields, arrays, max_bytes)
 

@@ -56,7 +56,7 @@ class RolloutLearner:
     Also the server's :class:`~rslkit.link.server.Handler` of permit requests and rollouts.
     """
 
-    kinds = ("permit_request", "rollout")
+    kinds: tuple[str, ...] = ("permit_request", "rollout")
 
     alg: Any
     env: Any

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +25,8 @@ from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.controller import PolicyController
 from rslkit.deploy.ros2.synthetic import chunk_policy, mlp_policy
 from rslkit.link import wire
-from rslkit.link.spool import Spool
 from rslkit.link.episodes import EpisodeNumbers
+from rslkit.link.spool import Spool
 from rslkit.link.spool_writer import SpoolWriter
 from rslkit.link.transitions import Row, TransitionSchema
 
