@@ -35,7 +35,7 @@ from rslkit.link.transitions import Row
 from rslkit.models.sac_networks import SACModel
 from rslkit.realworld.actor_config import ActorCfg
 from rslkit.realworld.sim_robot import RealTimeRobot, StartStates
-from rslkit.realworld.weights import load_actor_arrays
+from rslkit.realworld.weights import SAC_ACTING, load_state_arrays
 
 if TYPE_CHECKING:
     from rslkit.realworld.interventions import InterventionSource
@@ -216,9 +216,8 @@ class Actor:
         if latest is None or latest[0] <= self.version:
             return False
         version, arrays = latest
-        load_actor_arrays(
-            self.model, {k: v for k, v in arrays.items() if k.split("/")[0] not in ("meta", "policy.onnx")}
-        )
+        acting = {k: v for k, v in arrays.items() if k.split("/")[0] not in ("meta", "policy.onnx")}
+        load_state_arrays(self.model, acting, SAC_ACTING)
         self.version = version
         self._report_pending = True
         return True

@@ -38,7 +38,7 @@ from rslkit.link.sink import TransitionsHandler, Watermarks
 from rslkit.realworld.learner_config import LearnerCfg
 from rslkit.realworld.replay_sink import ReplaySink, RowKeys
 from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.weights import actor_arrays
+from rslkit.realworld.weights import SAC_ACTING, state_arrays
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.utils.config import to_dict
@@ -147,7 +147,7 @@ class RealWorldLearner(OffPolicyRunner):
         assert self.server is not None and self.sink is not None, "call serve() first"
         arrays: dict[str, np.ndarray] = {}
         if self.learner_cfg.publish in ("torch", "both"):
-            arrays.update(actor_arrays(self.policy))
+            arrays.update(state_arrays(self.policy, SAC_ACTING))
         if self.learner_cfg.publish in ("onnx", "both"):
             arrays.update(onnx_weight_arrays(self.policy, self.env, task=self.run_info.get("task")))
         arrays["meta/published_ns"] = np.array([time.time_ns()], np.int64)
