@@ -81,7 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if actor is not None:  # the transport, spool and weight loader log through Python logging
+    if actor is not None:
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            print("error: --actor.learner needs gRPC: pip install 'rslkit[realworld]'", file=sys.stderr)
+            return 2
+        # the transport, spool and weight loader log through Python logging
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
     from rslkit.deploy.ros2.node import PolicyNode
 
