@@ -327,6 +327,8 @@ def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
 
     def stop() -> None:
         actor.stop_requested = True
+        if args.algo in ON_POLICY:  # end its bounded waits now (a SAC actor still drains its spool)
+            client.interrupt()
 
     try:
         with _stopping_on_signals(stop, stop_text):

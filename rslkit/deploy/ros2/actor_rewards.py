@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 
@@ -101,7 +101,9 @@ class PluginReward:
     """
 
     def __init__(self, name: str) -> None:
-        self.fn = load_reward_fn(name)
+        self.fn = load_plugin(name, "--actor.reward_fn")
+        if not callable(self.fn):
+            raise ValueError(f"--actor.reward_fn {name}: {type(self.fn).__name__} is not callable.")
         self.name = name
 
     def outcome(self, next_obs: Mapping[str, np.ndarray]) -> Outcome:
@@ -115,18 +117,6 @@ class PluginReward:
 
     def episode_started(self) -> None:
         pass
-
-
-def load_reward_fn(name: str) -> Callable[[Mapping[str, np.ndarray]], Any]:
-    """The callable ``module:attribute`` (or ``module:factory()``) names.
-
-    Raises:
-        ValueError: for a malformed name, a module that does not import, or an attribute that is not callable.
-    """
-    fn = load_plugin(name, "--actor.reward_fn")
-    if not callable(fn):
-        raise ValueError(f"--actor.reward_fn {name}: {type(fn).__name__} is not callable.")
-    return fn
 
 
 def make_reward_source(kind: str, reward_fn: str = "") -> RewardSource:
