@@ -104,7 +104,7 @@ class Spool:
     def append(self, batch: TransitionBatch) -> int:
         """Store ``batch`` (N transitions) durably, as seqs ``next_seq .. next_seq + N - 1``; returns the last.
 
-        The message is encoded with the checks the learner makes (:class:`rslkit.realworld.wire.WireError` if one
+        The message is encoded with the checks the learner makes (:class:`rslkit.link.wire.WireError` if one
         fails: a message the learner would refuse is never spooled) and fsync'ed before this returns.
         """
         with self._mutex:

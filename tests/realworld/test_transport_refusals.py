@@ -110,7 +110,7 @@ def test_bad_input_is_refused_with_its_status_and_logged(
 ) -> None:
     messages, meta, code, text = CASES[case]
     before = server.counts().get("refused", 0)
-    with caplog.at_level(logging.WARNING, logger="rslkit.realworld.transport_server"):
+    with caplog.at_level(logging.WARNING, logger="rslkit.link.server"):
         _, err = _raw_stream(server.address, messages, meta.get("actor", "actor-0"), meta.get("token", TOKEN))
     assert err.code() == code, err.details()
     assert text in err.details()
