@@ -3,7 +3,7 @@
 Scripted-expert swing-ups (``rslkit.envs.tasks.pendulum.numpy_expert``, each cut 5 frames after the pole is first
 within 0.1 rad of upright) train a state progress critic (the ``policy`` observation: cos, sin, angular velocity). Then
 ``python -m rslkit.realworld local --task pendulum`` runs twice per seed, unpaced and in lockstep with the learner
-(speed-independent figures): on the task's reward, and with ``--actor.reward rslkit.rewards.loop_reward:from_env()``
+(speed-independent figures): on the task's reward, and with ``--actor.reward learned``
 (the learner never sees the task's reward). The actor logs the task's return of every episode either way.
 Reported: the mean task return of the last 5 episodes and the share of them above -200 at equal env steps.
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -124,17 +123,16 @@ def run_loop(seed: int, reward: str, critic: Path, args) -> dict:
         "--actor.lockstep",
         "true",
     ]
-    env = dict(os.environ)
     if reward == "learned":
-        cmd += ["--actor.reward", "rslkit.rewards.loop_reward:from_env()"]
-        env.update(RSLKIT_REWARD_MODEL=str(critic), RSLKIT_REWARD_SCALE=str(args.scale), RSLKIT_REWARD_DEAD_BAND="0")
-        env.update(RSLKIT_REWARD_DONE_BONUS=str(args.done_bonus))
+        cmd += ["--actor.reward", "learned", "--actor.learned_reward.model", str(critic)]
+        cmd += ["--actor.learned_reward.scale", str(args.scale), "--actor.learned_reward.dead_band", "0"]
+        cmd += ["--actor.learned_reward.done_bonus", str(args.done_bonus)]
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
     full = ["unshare", "-n", "sh", "-c", f"{lo_up} && {quoted}"] if shutil.which("unshare") else cmd
     t0 = time.time()
     with (args.logdir / f"{run_name}.log").open("w") as f:
-        subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True, env=env, timeout=3600)
+        subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=3600)
     run_dir = sorted((args.logdir / "pendulum").glob(f"*_realworld_{run_name}"))[-1]
     with (run_dir / "actor-0" / "episodes.csv").open() as f:
         returns = [float(r["return"]) for r in csv.DictReader(f)]
@@ -159,8 +157,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--demos", type=int, default=60)
     parser.add_argument("--critic_steps", type=int, default=1500)
-    parser.add_argument("--scale", type=float, default=100.0, help="RSLKIT_REWARD_SCALE of the learned reward")
-    parser.add_argument("--done_bonus", type=float, default=0.0, help="RSLKIT_REWARD_DONE_BONUS of the learned reward")
+    parser.add_argument("--scale", type=float, default=100.0, help="--actor.learned_reward.scale")
+    parser.add_argument("--done_bonus", type=float, default=0.0, help="--actor.learned_reward.done_bonus")
     parser.add_argument("--rewards", nargs="+", default=["task", "learned"], choices=["task", "learned"])
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--logdir", type=Path, default=Path("/tmp/rslkit_bench_learned_loop"))

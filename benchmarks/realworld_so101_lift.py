@@ -4,7 +4,8 @@ Run (results in benchmarks/results/realworld_so101_lift.json, written after each
 
     .venv/bin/python benchmarks/realworld_so101_lift.py --episodes 200
 
-First 20 demonstrations are recorded with the scripted expert (``rslkit/realworld/experts.py``, 100 % success).
+First 20 demonstrations are recorded with the task's scripted expert
+(``rslkit/envs/tasks/so101_lift_expert.py``) into a LeRobot dataset.
 Then, for each configuration, one ``python -m rslkit.realworld local --task so101-lift`` run inside ``unshare -n``:
 
 - ``demos+interventions``: the demonstrations seed the demonstration buffer (half of every batch, RLPD) and a BC
@@ -23,9 +24,9 @@ passes more flags to every run (``--extra --agent.policy.num_critics 10``).
 ``--critic_demos`` other scripted episodes (``learned_reward_rl.train_critic``: half with action noise, graded on
 20 % held out), the demonstrations are relabelled with it (``rslkit.realworld.relabel``, as ``python -m
 rslkit.rewards relabel`` does) and the actor scores every transition with it
-(``--actor.reward rslkit.rewards.loop_reward:from_env()``, ``RSLKIT_REWARD_SCALE`` ``--reward_scale``,
-``RSLKIT_REWARD_DONE_BONUS`` ``--reward_done_bonus``, ``--reward_progress_weight``, ``--reward_accumulate``). Success
-stays the task's own.
+(``--actor.reward learned`` with ``--actor.learned_reward.*``: ``scale`` from ``--reward_scale``, ``done_bonus``
+``--reward_done_bonus``, ``progress_weight`` ``--reward_progress_weight``, ``accumulate`` ``--reward_accumulate``).
+Success stays the task's own.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -54,19 +54,22 @@ CONFIGS = {
 
 
 def record_demos(path: Path, episodes: int, seed: int) -> dict[str, float]:
-    """Record ``episodes`` expert episodes of so101-lift into ``path`` (a TensorDict for ``--agent.demo_path``)."""
-    from rslkit.envs.registry import get_task
-    from rslkit.realworld.demos import expert_stats, record_expert_demonstrations
-    from rslkit.realworld.experts import expert_for
+    """Record ``episodes`` expert episodes of so101-lift into the LeRobot dataset ``path`` (for
+    ``--agent.demo_path``); the expert's figures on these episodes."""
+    from rslkit.data.lerobot_writer import write_lerobot_dataset
+    from rslkit.data.recorder import episode_stats, record_episodes
+    from rslkit.envs.expert import expert_policy
+    from rslkit.envs.registry import expert_for, get_task
 
     spec = get_task("so101-lift")
     cfg = spec.env_cfg()
     cfg.num_envs, cfg.seed = 1, seed
     env = spec.make_env(cfg, "cpu")
-    demos = record_expert_demonstrations(env, expert_for("so101-lift", cfg), episodes, seed=seed)
-    torch.save(demos.select(*[k for k in demos.keys() if k not in ("episode", "success")]), path)
-    stats = expert_stats(env, expert_for("so101-lift", cfg), 10, seed=seed)
-    return {"transitions": float(demos.batch_size[0]), **stats}
+    demos = record_episodes(env, expert_policy(expert_for("so101-lift", cfg), env.device), episodes)
+    fps = round(1.0 / env.step_dt)
+    write_lerobot_dataset(path, demos, fps, robot_type="so101", obs_names=env.observation_names.get("policy"),
+                          action_names=env.action_names, overwrite=True)  # fmt: skip
+    return {"transitions": float(sum(len(ep.actions) for ep in demos)), **episode_stats(demos)}
 
 
 def train_lift_critic(args: argparse.Namespace, logdir: Path) -> tuple[Path, dict[str, Any]]:
@@ -82,22 +85,19 @@ def train_lift_critic(args: argparse.Namespace, logdir: Path) -> tuple[Path, dic
 
 
 def relabel(demos: Path, critic: Path, args: argparse.Namespace) -> tuple[Path, dict[str, float]]:
-    """``demos`` with the critic's rewards (what the actor's plug-in gives online); the new file and mean returns."""
-    from rslkit.realworld.relabel import relabel_demonstrations
+    """``demos`` with the critic's rewards (what the actor's plug-in gives online); the new dataset and mean
+    returns."""
+    from rslkit.realworld.relabel import relabel_dataset
     from rslkit.rewards.loop_reward import LoopProgressReward
 
-    data = torch.load(demos, weights_only=False)
     reward = LoopProgressReward(str(critic), dead_band=args.reward_dead_band, scale=args.reward_scale,
                                 done_bonus=args.reward_done_bonus, accumulate=args.reward_accumulate,
                                 progress_weight=args.reward_progress_weight)  # fmt: skip
-    out = relabel_demonstrations(data, reward)
-    path = demos.with_name("demos_critic.pt")
-    torch.save(out, path)
-    episodes = float((data["terminated"] | data["truncated"]).sum())
-    return path, {
-        "task_return": float(data["reward"].sum()) / episodes,
-        "critic_return": float(out["reward"].sum()) / episodes,
-    }
+    path = demos.with_name("demos_critic")
+    data, rewards = relabel_dataset(demos, path, reward, overwrite=True)
+    episodes = float(data.num_episodes)
+    assert data.rewards is not None, "the recorded demonstrations carry the task's rewards"
+    return path, {"task_return": float(data.rewards.sum()) / episodes, "critic_return": float(rewards.sum()) / episodes}
 
 
 def run_config(
@@ -116,20 +116,18 @@ def run_config(
         cmd += ["--agent.demo_path", str(demos), "--learner.bc_warmstart_updates", str(args.bc_updates)]
     if "interventions" in parts:
         cmd += ["--actor.interventions", "scripted", "--actor.takeover_decay", str(args.decay)]
-    env = dict(os.environ)
     if critic is not None:
-        cmd += ["--actor.reward", "rslkit.rewards.loop_reward:from_env()"]
-        env.update(RSLKIT_REWARD_MODEL=str(critic), RSLKIT_REWARD_SCALE=str(args.reward_scale),
-                   RSLKIT_REWARD_DONE_BONUS=str(args.reward_done_bonus),
-                   RSLKIT_REWARD_DEAD_BAND=str(args.reward_dead_band),
-                   RSLKIT_REWARD_ACCUMULATE=args.reward_accumulate,
-                   RSLKIT_REWARD_PROGRESS_WEIGHT=str(args.reward_progress_weight))  # fmt: skip
+        learned = {"model": critic, "scale": args.reward_scale, "done_bonus": args.reward_done_bonus,
+                   "dead_band": args.reward_dead_band, "accumulate": args.reward_accumulate,
+                   "progress_weight": args.reward_progress_weight}  # fmt: skip
+        cmd += ["--actor.reward", "learned"]
+        cmd += [token for k, v in learned.items() for token in (f"--actor.learned_reward.{k}", str(v))]
     cmd += args.extra
     lo_up = f"{sys.executable} {ROOT / 'tests' / 'ros2' / 'lo_up.py'}"
     quoted = " ".join(f"'{c}'" for c in cmd)
     full = ["unshare", "-n", "sh", "-c", f"{lo_up} && {quoted}"] if shutil.which("unshare") else cmd
     with (logdir / f"{run_name}.log").open("w") as f:
-        subprocess.run(full, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
+        subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=args.timeout)
     return sorted((logdir / "so101-lift").glob(f"*_realworld_{run_name}"))[-1]
 
 
@@ -196,7 +194,7 @@ def main() -> None:
     torch.set_num_threads(1)
     logdir = Path(args.logdir)
     logdir.mkdir(parents=True, exist_ok=True)
-    demos = logdir / "demos.pt"
+    demos = logdir / "demos"
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": " ".join(sys.argv),

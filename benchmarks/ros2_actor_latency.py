@@ -121,12 +121,13 @@ def _run(
     from learner_stub import LearnerStub
     from ros_harness import Robot
 
-    from rslkit.realworld import wire
+    from rslkit.link import wire
+    from rslkit.link.transitions import TransitionSchema
 
     names = [f"joint{i}" for i in range(JOINTS)]
     learner = None
     if kind == "node+actor":
-        schema = wire.TransitionSchema(
+        schema = TransitionSchema(
             {"policy": wire.ArraySpec((3 * JOINTS,), "float32")}, wire.ArraySpec((JOINTS,), "float32")
         )
         learner = LearnerStub(schema, weights=policy if push_s > 0 else None, push_s=push_s)

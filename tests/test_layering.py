@@ -14,6 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "rslkit"
 LAYERS = [
     "utils",
+    "link",
     "envs",
     "data",
     "models",
@@ -22,8 +23,8 @@ LAYERS = [
     "rewards",
     "runners",
     "recipes",
-    "realworld",
     "deploy",
+    "realworld",
     "cli",
 ]
 """Lowest first; a module may import its own layer and the layers before it."""

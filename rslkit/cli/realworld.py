@@ -1,13 +1,21 @@
 """``python -m rslkit.realworld learner | actor | local``: the asynchronous actor/learner loop (docs/realworld.md).
 
-- ``learner`` trains SAC on what actors send (a GPU or CPU box); serves gRPC on ``--bind``.
-- ``actor`` drives one robot: a simulated task paced in real time (or a real one through the ROS 2 node's actor
-  mode, ``python -m rslkit.deploy.ros2 --actor.learner ...``), spools and streams transitions, takes weights.
-- ``local`` starts both on this machine (two processes) for simulation, and stops both when either is done.
+- ``learner`` trains on what actors send (a GPU or CPU box); serves gRPC on ``--bind``. ``--algo sac`` (default):
+  SAC fed transitions by actors that drive one robot each; ``--algo ppo | reinflow``: PPO (naive, decoupled or M2PO:
+  ``--agent.algorithm.staleness.*``) or ReinFlow on the rollouts of its actors, admitted by AReaL's rule with
+  ``--max_staleness``.
+- ``actor`` drives one robot (a simulated task paced in real time, or a real one through the ROS 2 node's actor
+  mode, ``python -m rslkit.deploy.ros2 --actor.learner ...``), spools and streams transitions and takes weights; with
+  ``--algo ppo | reinflow`` it steps ``--num_envs`` simulated envs and collects one rollout per permit.
+- ``local`` starts the learner and its actors (one; ``--actors`` for ppo / reinflow) on this machine as processes,
+  and stops them all when the learner (or every actor) is done.
 
 Every flag of ``train.py`` that applies works the same way; ``--agent.*`` and ``--env.*`` override the agent and env
-configs, ``--learner.*`` the learner's loop (:class:`~rslkit.realworld.learner_config.LearnerCfg`) and ``--actor.*``
-the actor's (:class:`~rslkit.realworld.actor_config.ActorCfg`).
+configs, ``--learner.*`` the learner's loop (:class:`~rslkit.realworld.learner_config.LearnerCfg`, or
+:class:`~rslkit.realworld.onpolicy_config.OnPolicyLearnerCfg`) and ``--actor.*`` the actor's
+(:class:`~rslkit.realworld.actor_config.ActorCfg`, or :class:`~rslkit.realworld.onpolicy_config.OnPolicyActorCfg`).
+The token is a secret: ``--token_file`` or the ``RSLKIT_TOKEN`` environment variable, never a flag. The loop's
+transport (grpcio) is an extra: ``pip install 'rslkit[realworld]'``.
 """
 
 from __future__ import annotations
@@ -30,19 +38,8 @@ from typing import Any
 import torch
 
 from rslkit.cli.common import make_parser
-from rslkit.models.sac_networks import SACModel
-from rslkit.realworld import transport
-from rslkit.realworld.actor import Actor
-from rslkit.realworld.actor_config import ActorCfg
-from rslkit.realworld.defaults import actor_overrides, realworld_overrides
-from rslkit.realworld.learner import RealWorldLearner
-from rslkit.realworld.learner_config import LearnerCfg
-from rslkit.realworld.sim_robot import RealTimeRobot
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.transport_client import ActorClient
-from rslkit.realworld.transport_server import DEFAULT_BIND
 from rslkit.recipes import build_run, load_run, task_dir_name
+from rslkit.utils.atomic_write import atomic_write_json
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 from rslkit.utils.config import apply_overrides, from_dict
 from rslkit.utils.python_command import python_command
@@ -50,6 +47,9 @@ from rslkit.utils.validation import validate
 
 LEARNER_FILE = "learner.json"
 """Written into the learner's run directory once it serves: ``{"address", "port", "pid"}``."""
+INSTALL_HINT = "the real-world loop needs gRPC: pip install 'rslkit[realworld]'"
+DEFAULT_BIND = "127.0.0.1:50051"
+ON_POLICY = ("ppo", "reinflow")
 
 
 def _split(overrides: list[str], prefix: str) -> tuple[list[str], list[str]]:
@@ -67,9 +67,12 @@ def _split(overrides: list[str], prefix: str) -> tuple[list[str], list[str]]:
 
 
 def _token(args: argparse.Namespace) -> str | None:
+    """The token: from ``--token_file``, or the secret ``RSLKIT_TOKEN`` (None: no token)."""
+    from rslkit.link.transport import TOKEN_ENV, read_token_file
+
     if args.token_file:
-        return Path(args.token_file).read_text().strip()
-    return os.environ.get("RSLKIT_TOKEN") or None
+        return read_token_file(args.token_file, "--token_file")
+    return os.environ.get(TOKEN_ENV) or None
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +96,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _learner_parser(sub: Any) -> None:
-    p = sub.add_parser("learner", help="train on what actors send", description=LearnerCfg.__doc__)
+    p = sub.add_parser("learner", help="train on what actors send")
     _common(p)
     p.add_argument("--max_iterations", type=int, help="total learner iterations (learner.updates_per_iteration each)")
     p.add_argument("--run_name", default="", help="suffix of the run directory name")
@@ -110,7 +113,7 @@ def _learner_parser(sub: Any) -> None:
 
 
 def _actor_parser(sub: Any) -> None:
-    p = sub.add_parser("actor", help="drive one (simulated) robot for a learner", description=ActorCfg.__doc__)
+    p = sub.add_parser("actor", help="drive one (simulated) robot for a learner")
     _common(p)
     p.add_argument("--target", default=DEFAULT_BIND, help="the learner's HOST:PORT")
     p.add_argument("--actor_id", default="actor-0", help="this actor's id (one per robot; default actor-0)")
@@ -140,82 +143,116 @@ def main(argv: list[str] | None = None) -> Any:
     args, overrides = parser.parse_known_args(argv)
     if args.threads < 1:
         parser.error("--threads must be >= 1")
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        print(f"error: {INSTALL_HINT}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
-    if args.algo != "sac":
-        from rslkit.cli import realworld_onpolicy  # it builds on this module's helpers
-
-        return realworld_onpolicy.run(args, overrides)
-    if (
-        args.num_envs is not None
-        or args.pretrained
-        or any(getattr(args, f, None) is not None for f in ("actors", "max_staleness"))
-    ):
-        parser.error(
-            "--num_envs, --pretrained and --actors are for --algo ppo / reinflow (a SAC actor drives one robot)"
-        )
+    on_policy_only = [f for f in ("num_envs", "pretrained", "actors", "max_staleness") if getattr(args, f, None)]
+    if args.algo == "sac" and on_policy_only:
+        flags = ", ".join(f"--{f}" for f in on_policy_only)
+        parser.error(f"{flags} are for --algo ppo / reinflow (a SAC actor drives one robot)")
+    if args.algo == "reinflow" and not args.pretrained and not getattr(args, "resume", False):
+        raise ValueError("--algo reinflow fine-tunes a flow-bc policy: pass --pretrained CKPT (learner and actors).")
     command = {"learner": run_learner, "actor": run_actor, "local": run_local}[args.command]
     return command(args, overrides)
 
 
+def _shorthands(args: argparse.Namespace) -> list[str]:
+    """``--num_envs``, ``--max_staleness`` and ``--actors`` as the ``--learner.*`` overrides they stand for."""
+    out: list[str] = []
+    if args.num_envs is not None:
+        out += ["--learner.actor_envs", str(args.num_envs)]
+    if getattr(args, "max_staleness", None) is not None:
+        out += ["--learner.max_staleness", str(args.max_staleness)]
+    if getattr(args, "actors", None) is not None:
+        out += ["--learner.rollouts_per_update", str(args.actors)]
+    return out
+
+
+def _agent_overrides(args: argparse.Namespace, rest: list[str]) -> list[str]:
+    """The agent's overrides: the real-world defaults (SAC) or ``--pretrained`` (ReinFlow), then the user's."""
+    from rslkit.realworld.defaults import agent_defaults, as_overrides
+
+    if args.algo == "sac":
+        return [*as_overrides("agent", agent_defaults(args.task)), *rest]
+    return (["--agent.pretrained", args.pretrained] if args.pretrained else []) + rest
+
+
 # ---------------------------------------------------------------------------------------------------- learner
-def _learner_cfg(saved: dict[str, Any] | None, overrides: list[str]) -> LearnerCfg:
+def _learner_cfg(algo: str, saved: dict[str, Any] | None, overrides: list[str]) -> Any:
+    """The learner's settings: those of the checkpoint resumed (if any), then ``--learner.*``."""
+    from rslkit.realworld.learner_config import LearnerCfg
+    from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
+
+    cls, key = (LearnerCfg, "learner_cfg") if algo == "sac" else (OnPolicyLearnerCfg, "onpolicy_learner_cfg")
     rw = (saved or {}).get("realworld") or {}
-    cfg = from_dict(LearnerCfg, rw["learner_cfg"]) if rw.get("learner_cfg") else LearnerCfg()
+    cfg = from_dict(cls, rw[key]) if rw.get(key) else cls()
     apply_overrides({"learner": cfg}, overrides)
+    validate(cfg, "learner")
     return cfg
 
 
-def _onnx_exporter(cfg: LearnerCfg, task: str) -> Any:
-    """``(policy, env) -> {"policy.onnx": ...}`` for ``learner.publish onnx | both`` (the deploy layer's export)."""
-    if cfg.publish == "torch":
-        return None
-    from rslkit.deploy.onnx_weights import onnx_weight_arrays
+def _learner_class(algo: str) -> Any:
+    from rslkit.realworld.learner import RealWorldLearner
+    from rslkit.realworld.onpolicy_learner import PPOLearner, ReinFlowLearner
 
-    return functools.partial(onnx_weight_arrays, task=task)
+    return {"sac": RealWorldLearner, "ppo": PPOLearner, "reinflow": ReinFlowLearner}[algo]
 
 
-def run_learner(args: argparse.Namespace, overrides: list[str]) -> RealWorldLearner:
+def _server_tls(args: argparse.Namespace) -> Any:
+    """The learner's TLS from ``--tls_cert``/``--tls_key``, after refusing a bind it cannot serve (before anything is
+    created: a refused bind leaves no run directory behind)."""
+    from rslkit.link import transport
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ValueError("--tls_cert and --tls_key go together.")
+    transport.require_tls_off_loopback(
+        args.bind, bool(args.tls_cert), args.allow_insecure_remote, "serve", transport.SERVER_TLS
+    )
+    return transport.ServerTLS.from_files(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
+
+
+def run_learner(args: argparse.Namespace, overrides: list[str]) -> Any:
     """``learner``: build or resume the run, serve, train until ``max_iterations`` or Ctrl-C / SIGTERM."""
-    learner_over, rest = _split(overrides, "learner")
+    tls, token = _server_tls(args), _token(args)
+    learner_over, rest = _split([*_shorthands(args), *overrides], "learner")
+    _, rest = _split(rest, "actor")  # local mode passes one set of flags to both
     common: dict[str, Any] = dict(num_envs=1, device=args.device, max_iterations=args.max_iterations)
+    runner: Any
     if args.resume:
         ckpt = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(_latest_learner_run(args))
-        cfg = _learner_cfg(load_checkpoint(ckpt), learner_over)
-        factory = functools.partial(RealWorldLearner, learner_cfg=cfg, onnx_arrays=_onnx_exporter(cfg, args.task))
+        cfg = _learner_cfg(args.algo, load_checkpoint(ckpt), learner_over)
+        factory = functools.partial(_learner_class(args.algo), learner_cfg=cfg)
         _, runner, _ = load_run(
-            ckpt, seed=args.seed, overrides=rest, resume=True, task=args.task, algo="sac", runner_cls=factory, **common
-        )
+            ckpt, seed=args.seed, overrides=rest, resume=True, task=args.task, algo=args.algo, runner_cls=factory,
+            **common,
+        )  # fmt: skip
         print(f"Resumed {ckpt} at iteration {runner.iteration}.")
     else:
-        cfg = _learner_cfg(None, learner_over)
-        factory = functools.partial(RealWorldLearner, learner_cfg=cfg, onnx_arrays=_onnx_exporter(cfg, args.task))
+        cfg = _learner_cfg(args.algo, None, learner_over)
+        factory = functools.partial(_learner_class(args.algo), learner_cfg=cfg)
         run_dir = Path(args.run_dir) if args.run_dir else _new_run_dir(args)
-        overrides = [*realworld_overrides(args.task), *rest]
         seed = 0 if args.seed is None else args.seed
-        _, runner = build_run(args.task, "sac", overrides, seed=seed, log_dir=run_dir, runner_cls=factory, **common)
+        _, runner = build_run(
+            args.task, args.algo, _agent_overrides(args, rest), seed=seed, log_dir=run_dir, runner_cls=factory,
+            **common,
+        )  # fmt: skip
         if args.checkpoint:
             runner.load(args.checkpoint, weights_only=True)
             print(f"Initialized policy weights from {args.checkpoint}.")
-    assert isinstance(runner, RealWorldLearner) and runner.log_dir is not None
-    serve_and_learn(runner, args, "Learner", f"--task {args.task}")
-    return runner
-
-
-def serve_and_learn(runner: Any, args: argparse.Namespace, title: str, resume_flags: str) -> None:
-    """Serve actors with ``args``' bind, token and TLS, write ``learner.json`` (how ``local`` and actors find the
-    port), train until done or interrupted, stop serving, and print how to resume an interrupted run.
-
-    Args:
-        runner: a learner with ``serve``, ``learn``, ``stop_serving``, ``log_dir`` and ``interrupted``.
-        args: the learner's parsed CLI arguments.
-        title: the first words of the "serving on" line.
-        resume_flags: the flags that rebuild this run, for the resume hint.
-    """
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise ValueError("--tls_cert and --tls_key go together.")
-    tls = transport.ServerTLS.from_files(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
-    server = runner.serve(args.bind, token=_token(args), tls=tls, allow_insecure_remote=args.allow_insecure_remote)
-    _write_json(runner.log_dir / LEARNER_FILE, {"address": server.address, "port": server.port, "pid": os.getpid()})
+    assert runner.log_dir is not None
+    title = "Learner"
+    if args.algo in ON_POLICY:
+        c = runner.learner_cfg
+        title = (
+            f"Learner ({args.algo}, max staleness {c.max_staleness}, {c.rollouts_per_update} rollouts of "
+            f"{c.actor_envs} envs per update)"
+        )
+    server = runner.serve(args.bind, token=token, tls=tls, allow_insecure_remote=args.allow_insecure_remote)
+    where = {"address": server.address, "port": server.port, "pid": os.getpid()}
+    atomic_write_json(runner.log_dir / LEARNER_FILE, where, indent=1)
     print(f"{title} serving on {server.address}; logging to {runner.log_dir}", flush=True)
     try:
         runner.learn()
@@ -223,7 +260,9 @@ def serve_and_learn(runner: Any, args: argparse.Namespace, title: str, resume_fl
         runner.stop_serving()
         (runner.log_dir / LEARNER_FILE).unlink(missing_ok=True)
     if runner.interrupted:
-        print(f"Resume with: {python_command()} -m rslkit.realworld learner {resume_flags} --resume", flush=True)
+        flags = f"--task {args.task}" if args.algo == "sac" else f"--algo {args.algo} --task {args.task}"
+        print(f"Resume with: {python_command()} -m rslkit.realworld learner {flags} --resume", flush=True)
+    return runner
 
 
 def _new_run_dir(args: argparse.Namespace) -> Path:
@@ -261,14 +300,58 @@ def _stopping_on_signals(on_signal: Callable[[], None], what: str) -> Iterator[N
             signal.signal(s, handler)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
 # ---------------------------------------------------------------------------------------------------- actor
-def _interventions(cfg: ActorCfg, task: str, env: Any, seed: int) -> Any:
+def _client_tls(args: argparse.Namespace) -> Any:
+    """The actor's TLS from ``--tls_ca``, after checking the target (before anything is built)."""
+    from rslkit.link import transport
+
+    transport.require_tls_off_loopback(
+        args.target, bool(args.tls_ca), args.allow_insecure_remote, "connect to", transport.CLIENT_TLS
+    )
+    return transport.ClientTLS.from_files(args.tls_ca, args.tls_server_name) if args.tls_ca else None
+
+
+def _actor_dir(args: argparse.Namespace) -> Path:
+    if args.actor_dir:
+        return Path(args.actor_dir)
+    return Path(args.logdir) / task_dir_name(args.task) / "actors" / args.actor_id
+
+
+def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
+    """``actor``: connect to the learner and act until a limit, a signal or (ppo / reinflow) the learner is gone."""
+    tls, token = _client_tls(args), _token(args)
+    actor_over, rest = _split(overrides, "actor")
+    _, rest = _split(rest, "learner")  # local mode passes one set of flags to both
+    build = _onpolicy_actor if args.algo in ON_POLICY else _sac_actor
+    actor, client, stop_text, closing = build(args, actor_over, rest, tls, token)
+
+    def stop() -> None:
+        actor.stop_requested = True
+        if args.algo in ON_POLICY:  # end its bounded waits now (a SAC actor still drains its spool)
+            client.interrupt()
+
+    try:
+        with _stopping_on_signals(stop, stop_text):
+            summary = actor.run().to_json()
+    finally:
+        client.close()
+        closing()
+    actor_dir = _actor_dir(args)
+    if args.algo == "sac":
+        stats = getattr(actor.env, "stats", None)
+        if callable(stats):
+            summary["robot"] = stats()
+        atomic_write_json(actor_dir / "summary.json", summary, indent=1)
+        print(f"Actor done: {summary['episodes']} episodes, {summary['env_steps']} env steps; {actor_dir}")
+    else:
+        if args.actor_dir:
+            atomic_write_json(actor_dir / "summary.json", summary, indent=1)
+        print(f"Actor {args.actor_id} done: {summary['rollouts']} rollouts, {summary['env_steps']} env steps "
+              f"({summary['stopped_because']})", flush=True)  # fmt: skip
+    return summary
+
+
+def _interventions(cfg: Any, task: str, env: Any, seed: int) -> Any:
     """The intervention source ``--actor.interventions`` names (None for ``none``)."""
     kind = cfg.interventions
     if kind == "none":
@@ -290,96 +373,108 @@ def _owed_updates(agent: Any) -> Any:
     return lambda n: math.floor(utd * n + 1e-9) if n >= starts else 0
 
 
-def _reward_fn(name: str) -> Any:
-    if name == "task":
-        return None
+def _sac_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str], tls: Any, token: Any) -> tuple:
+    """The SAC actor of one (paced) env: ``(actor, client, what a signal does, what closes after the client)``."""
+    from rslkit.link.client import ActorClient
+    from rslkit.link.episodes import EpisodeNumbers
+    from rslkit.link.spool import Spool
+    from rslkit.models.sac_networks import SACModel
+    from rslkit.realworld.actor import STATE_FILE, Actor, restart_seed
+    from rslkit.realworld.defaults import actor_cfg
     from rslkit.realworld.rewards import load_reward
+    from rslkit.realworld.sim_robot import RealTimeRobot
+    from rslkit.realworld.task_schema import transition_schema
 
-    return load_reward(name)
-
-
-def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
-    """``actor``: build the task with one env (paced in real time), connect, act until a limit or a signal."""
-    actor_over, rest = _split(overrides, "actor")
-    _, rest = _split(rest, "learner")  # local mode passes one set of flags to both
-    cfg = ActorCfg()
-    apply_overrides({"actor": cfg}, [*actor_overrides(args.task), *actor_over])
+    cfg = actor_cfg(args.task, actor_over)
     validate(cfg, "actor")
+    reward_fn = load_reward(cfg.reward, cfg.learned_reward)
     seed = 0 if args.seed is None else args.seed
-    sim, runner = build_run(
-        args.task, "sac", [*realworld_overrides(args.task), *rest], num_envs=1, seed=seed, device="cpu"
-    )
+    actor_dir = _actor_dir(args)
+    env_seed = restart_seed(seed, EpisodeNumbers(actor_dir / STATE_FILE).next_episode)  # a restart: new randomness
+    sim, runner = build_run(args.task, "sac", _agent_overrides(args, rest), num_envs=1, seed=env_seed, device="cpu")
     model = runner.policy
     if not isinstance(model, SACModel):
         raise ValueError(f"--algo sac built a {type(model).__name__}, not SAC networks.")
     schema = transition_schema(sim, model.obs_groups)
     env: Any = RealTimeRobot(sim, cfg.robot) if cfg.realtime else sim
-    actor_dir = (
-        Path(args.actor_dir)
-        if args.actor_dir
-        else Path(args.logdir) / task_dir_name(args.task) / "actors" / args.actor_id
-    )
     spool = Spool(actor_dir / "spool", args.actor_id, schema)
-    tls = transport.ClientTLS.from_files(args.tls_ca, args.tls_server_name) if args.tls_ca else None
-    client = ActorClient(
-        args.target,
-        args.actor_id,
-        spool,
-        token=_token(args),
-        tls=tls,
-        allow_insecure_remote=args.allow_insecure_remote,
-        seed=seed,
-    )
-    actor = Actor(
-        env, model, client, cfg, actor_dir, interventions=_interventions(cfg, args.task, env, seed),
-        reward_fn=_reward_fn(cfg.reward), owed_updates=_owed_updates(runner.cfg), seed=seed,
-    )  # fmt: skip
-
-    def stop() -> None:
-        actor.stop_requested = True
-
-    print(f"Actor {args.actor_id} on {args.task}, learner {args.target}; spool {spool.directory}", flush=True)
     try:
-        with _stopping_on_signals(stop, "the actor stops after this tick"):
-            summary = actor.run().to_json()
-    finally:
-        client.close()
+        client = ActorClient(
+            args.target, args.actor_id, spool, token=token, tls=tls, allow_insecure_remote=args.allow_insecure_remote,
+            seed=seed,
+        )  # fmt: skip
+        actor = Actor(
+            env, model, client, cfg, actor_dir, interventions=_interventions(cfg, args.task, env, seed),
+            reward_fn=reward_fn, owed_updates=_owed_updates(runner.cfg), seed=seed,
+        )  # fmt: skip
+    except BaseException:
         spool.close()
-    stats = getattr(env, "stats", None)
-    if callable(stats):
-        summary["robot"] = stats()
-    _write_json(actor_dir / "summary.json", summary)
-    print(f"Actor done: {summary['episodes']} episodes, {summary['env_steps']} env steps; {actor_dir / 'summary.json'}")
-    return summary
+        raise
+    print(f"Actor {args.actor_id} on {args.task}, learner {args.target}; spool {spool.directory}", flush=True)
+    return actor, client, "the actor stops after this tick", spool.close
+
+
+def _onpolicy_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str], tls: Any, token: Any) -> tuple:
+    """The on-policy actor of ``--num_envs`` envs: ``(actor, client, what a signal does, what closes after)``."""
+    from rslkit.link.client import ActorClient
+    from rslkit.realworld.onpolicy_actor import OnPolicyActor
+    from rslkit.realworld.onpolicy_codec import codec_for
+    from rslkit.realworld.onpolicy_config import OnPolicyActorCfg, OnPolicyLearnerCfg
+
+    cfg = OnPolicyActorCfg()
+    apply_overrides({"actor": cfg}, actor_over)
+    validate(cfg, "actor")
+    seed = 0 if args.seed is None else args.seed
+    num_envs = args.num_envs if args.num_envs is not None else OnPolicyLearnerCfg().actor_envs
+    _, runner = build_run(
+        args.task, args.algo, _agent_overrides(args, rest), num_envs=num_envs, seed=seed, device="cpu"
+    )
+    codec = codec_for(runner)
+    client = ActorClient(
+        args.target, args.actor_id, schema=codec.schema(num_envs), token=token, tls=tls,
+        allow_insecure_remote=args.allow_insecure_remote, seed=seed,
+    )  # fmt: skip
+    print(f"Actor {args.actor_id} ({args.algo}) on {args.task} x {num_envs} envs, learner {args.target}", flush=True)
+    actor = OnPolicyActor(codec, client, cfg, seed=seed)
+    return actor, client, "the actor stops after this rollout", lambda: None
 
 
 # ---------------------------------------------------------------------------------------------------- local
 def run_local(args: argparse.Namespace, overrides: list[str]) -> int:
-    """``local``: the learner and one actor as two processes of this machine; stops both when either ends."""
+    """``local``: the learner and its actors (one for sac; ``--actors``, default 2, for ppo / reinflow) as processes
+    of this machine; stops all when the learner ends (or when every actor has)."""
+    actors = 1 if args.algo == "sac" else args.actors or 2
     run_dir = _latest_learner_run(args) if args.resume else _new_run_dir(args)
     run_dir.mkdir(parents=True, exist_ok=True)
     base = [sys.executable, "-m", "rslkit.realworld"]
-    shared = ["--task", args.task, "--logdir", args.logdir, "--threads", str(args.threads), "--device", args.device]
-    if args.seed is not None:
-        shared += ["--seed", str(args.seed)]
-    if args.token_file:
-        shared += ["--token_file", args.token_file]
-    learner_cmd = [*base, "learner", *shared, "--run_dir", str(run_dir), "--bind", "127.0.0.1:0"]
-    if args.max_iterations is not None:
-        learner_cmd += ["--max_iterations", str(args.max_iterations)]
-    if args.resume:
-        learner_cmd.append("--resume")
+    shared = ["--task", args.task, "--algo", args.algo, "--logdir", args.logdir, "--threads", str(args.threads)]
+    shared += ["--token_file", args.token_file] if args.token_file else []
+    shared += ["--pretrained", args.pretrained] if args.pretrained else []
+    shared += ["--num_envs", str(args.num_envs)] if args.num_envs is not None else []
+    learner_cmd = [*base, "learner", *shared, "--device", args.device, "--run_dir", str(run_dir)]
+    learner_cmd += ["--bind", "127.0.0.1:0"]
+    learner_cmd += ["--seed", str(args.seed)] if args.seed is not None else []
+    learner_cmd += ["--actors", str(actors)] if args.algo in ON_POLICY else []
+    learner_cmd += ["--max_staleness", str(args.max_staleness)] if args.max_staleness is not None else []
+    learner_cmd += ["--max_iterations", str(args.max_iterations)] if args.max_iterations is not None else []
+    learner_cmd += ["--resume"] if args.resume else []
     (run_dir / LEARNER_FILE).unlink(missing_ok=True)
-    _, learner_over = _split(overrides, "actor")  # the actor takes all flags and ignores --learner.*
+    _, learner_over = _split(overrides, "actor")  # actors take all flags and ignore --learner.*
     learner = subprocess.Popen([*learner_cmd, *learner_over])
-    actor: subprocess.Popen | None = None
+    procs: list[subprocess.Popen] = []
     try:
         port = _wait_for_port(run_dir / LEARNER_FILE, learner)
-        actor_cmd = [*base, "actor", *shared, "--target", f"127.0.0.1:{port}", "--actor_dir", str(run_dir / "actor-0")]
-        actor = subprocess.Popen([*actor_cmd, *overrides])
-        return _supervise(learner, actor)
+        seed = 0 if args.seed is None else args.seed
+        for i in range(actors):
+            cmd = [*base, "actor", *shared, "--target", f"127.0.0.1:{port}", "--actor_id", f"actor-{i}"]
+            if args.algo in ON_POLICY:  # each on-policy actor explores with its own seed
+                cmd += ["--seed", str(seed + 1 + i)]
+            elif args.seed is not None:
+                cmd += ["--seed", str(args.seed)]
+            procs.append(subprocess.Popen([*cmd, "--actor_dir", str(run_dir / f"actor-{i}"), *overrides]))
+        return _supervise(learner, procs)
     finally:
-        _stop(actor, learner)
+        _stop(*procs, learner)
 
 
 def _wait_for_port(path: Path, learner: subprocess.Popen, timeout_s: float = 300.0) -> int:
@@ -393,15 +488,15 @@ def _wait_for_port(path: Path, learner: subprocess.Popen, timeout_s: float = 300
     raise RuntimeError(f"the learner did not serve within {timeout_s:.0f} s.")
 
 
-def _supervise(learner: subprocess.Popen, actor: subprocess.Popen) -> int:
-    """Wait until one process ends, then stop the other (SIGTERM: both save what they have)."""
+def _supervise(learner: subprocess.Popen, actors: list[subprocess.Popen]) -> int:
+    """Wait for the learner (or for every actor) to end, then stop the rest (SIGTERM: all save what they have)."""
     try:
-        while learner.poll() is None and actor.poll() is None:
+        while learner.poll() is None and any(a.poll() is None for a in actors):
             time.sleep(0.2)
     except KeyboardInterrupt:
         pass
-    _stop(actor, learner)
-    return max(learner.returncode or 0, actor.returncode or 0)
+    _stop(*actors, learner)
+    return max([learner.returncode or 0, *[a.returncode or 0 for a in actors if a.returncode not in (None, -15)]])
 
 
 def _stop(*procs: subprocess.Popen | None, timeout_s: float = 120.0) -> None:

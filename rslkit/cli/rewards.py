@@ -101,9 +101,10 @@ def _eval(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _relabel(args: argparse.Namespace) -> dict[str, float]:
+    from rslkit.link.spool_writer import RewardFn
     from rslkit.realworld.relabel import relabel_dataset
-    from rslkit.realworld.rewards import RewardFn, load_reward
     from rslkit.rewards.loop_reward import LoopProgressReward
+    from rslkit.utils.plugins import load_plugin
 
     out = Path(args.out)
     if out.exists() and not args.overwrite:
@@ -114,7 +115,7 @@ def _relabel(args: argparse.Namespace) -> dict[str, float]:
             args.model, args.goal, args.dead_band, args.scale, args.done_bonus, args.accumulate, args.progress_weight
         )
     else:
-        reward = load_reward(args.reward)
+        reward = load_plugin(args.reward, "--reward")
     demos, rewards = relabel_dataset(args.demos, out, reward, args.obs_group, overwrite=args.overwrite)
     episodes = max(demos.num_episodes, 1)
     summary = {

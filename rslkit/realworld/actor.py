@@ -1,21 +1,22 @@
 """The actor loop: act on one env (a real-time simulated robot, or any VecEnv with one env), spool, swap weights.
 
 Per control tick: read the observation, choose an action (uniform at first, then the SAC policy; a human or scripted
-expert may take over), step, and record the transition. A finished episode (or every ``send_every`` steps) goes to
-the spool through :class:`~rslkit.realworld.spool_writer.SpoolWriter` (off the loop's thread), from where the
-:class:`~rslkit.realworld.transport_client.ActorClient` streams it to the learner. Weights are swapped only at
-episode boundaries; every transition records the version that chose it. The loop never touches the network.
+expert may take over), step, and record the transition. The running episode goes to the spool at least every
+``spool_every_s`` seconds of robot time and at its end, through :class:`~rslkit.link.spool_writer.SpoolWriter`
+(off the loop's thread), from where the :class:`~rslkit.link.client.ActorClient` streams it to the learner. Weights
+are swapped only at episode boundaries (or every ``swap_every`` steps); every transition records the version that
+chose it. The loop never touches the network.
 
 Episode numbers continue across restarts (``actor_state.json`` beside the spool), so (actor, episode, step) keys
-stay unique, and the spool resends whatever the learner had not acknowledged.
+stay unique, and the spool resends whatever the learner had not acknowledged. A restarted actor draws new random
+actions (its generator is seeded by the seed and the first episode number), so it never replays the random
+stream of an earlier start; one uninterrupted run with one seed is reproducible.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,20 +27,22 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.envs.vec_env import VecEnv
+from rslkit.envs.vec_env import VecEnv, control_period
+from rslkit.link.client import ActorClient
+from rslkit.link.episodes import EpisodeNumbers
+from rslkit.link.spool_writer import RewardFn, SpoolWriter
+from rslkit.link.transitions import Row
 from rslkit.models.sac_networks import SACModel
-from rslkit.realworld import wire
 from rslkit.realworld.actor_config import ActorCfg
 from rslkit.realworld.sim_robot import RealTimeRobot, StartStates
-from rslkit.realworld.spool_writer import SpoolWriter
-from rslkit.realworld.transport_client import ActorClient
-from rslkit.realworld.weights import load_actor_arrays
+from rslkit.realworld.weights import SAC_ACTING, load_state_arrays
 
 if TYPE_CHECKING:
     from rslkit.realworld.interventions import InterventionSource
 
 log = logging.getLogger(__name__)
 STATE_FILE = "actor_state.json"
+"""In the actor directory: the next episode number (:class:`~rslkit.link.episodes.EpisodeNumbers`)."""
 EPISODE_FIELDS = (
     "episode",
     "env_steps",
@@ -118,11 +121,11 @@ class _Episode:
     states: list[dict[str, torch.Tensor]] = field(default_factory=list)
     """Start states captured along the episode (return-and-explore)."""
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: Row) -> None:
         """Count one recorded transition."""
-        self.ret += row["reward"]
+        self.ret += row.reward
         self.steps += 1
-        self.interventions += row["intervention"]
+        self.interventions += row.intervention
 
 
 class Actor:
@@ -138,7 +141,7 @@ class Actor:
         interventions: who may take over (None: nobody).
         reward_fn: replaces the env's rewards when batches are spooled.
         owed_updates: the learner's updates owed for ``n`` transitions (``cfg.lockstep``).
-        seed: of the random actions.
+        seed: of the random actions (with the first episode number: see :func:`restart_seed`).
     """
 
     def __init__(
@@ -150,7 +153,7 @@ class Actor:
         actor_dir: str | Path,
         *,
         interventions: InterventionSource | None = None,
-        reward_fn: Callable[[wire.TransitionBatch], np.ndarray] | None = None,
+        reward_fn: RewardFn | None = None,
         owed_updates: Callable[[int], int] | None = None,
         seed: int = 0,
     ) -> None:
@@ -164,12 +167,17 @@ class Actor:
         self.dir = Path(actor_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.interventions = interventions
-        self.writer = SpoolWriter(client.spool, reward_fn)
+        if client.spool is None:
+            raise ValueError("the actor's client streams its spool: build it with ActorClient(..., spool).")
+        self.spool = client.spool
+        self.writer = SpoolWriter(self.spool, when_full="wait", reward_fn=reward_fn)
+        self.episodes = EpisodeNumbers(self.dir / STATE_FILE)
+        self.episode = self.episodes.next_episode
+        seed = restart_seed(seed, self.episode)
         self.rng = np.random.default_rng(seed)
         self.returned_starts = 0
         """Episodes that began at a stored start state."""
         self.version = 0
-        self.episode = self._load_episode()
         self.stop_requested = False
         """Set from another thread (or a signal handler) to end :meth:`run` after the running tick."""
         self._lost_since: float | None = None
@@ -181,22 +189,25 @@ class Actor:
             if not isinstance(env, RealTimeRobot):
                 raise ValueError("actor.return_and_explore needs a RealTimeRobot env (actor.realtime true).")
             self.robot, self.start_states = env, StartStates(cfg.return_and_explore, seed=seed)
+        elif isinstance(env, RealTimeRobot):
+            self.robot = env
+        self.spool_steps = self._spool_steps(cfg.spool_every_s)
 
-    # ------------------------------------------------------------------ state across restarts
-    def _load_episode(self) -> int:
-        path = self.dir / STATE_FILE
-        if not path.exists():
+    def _spool_steps(self, every_s: float) -> int:
+        """``spool_every_s`` in control periods (0: at episode ends only)."""
+        if every_s == 0:
             return 0
-        return int(json.loads(path.read_text())["next_episode"])
+        period = self.robot.period_s if self.robot is not None else control_period(self.env)
+        if period is None:
+            raise ValueError(
+                f"{type(self.env).__name__} does not say its control period, so --actor.spool_every_s cannot be "
+                "counted in steps: set --actor.robot.control_hz, or --actor.spool_every_s 0 (at episode ends only)."
+            )
+        return max(1, round(every_s / period))
 
     def _save_episode(self) -> None:
         """Reserve the running episode's number: a restart (after kill -9 mid-episode) begins with the next one."""
-        path, tmp = self.dir / STATE_FILE, self.dir / f".{STATE_FILE}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"next_episode": self.episode + 1}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        self.episodes.cover(self.episode)
 
     # ------------------------------------------------------------------ weights
     def swap_weights(self) -> bool:
@@ -205,19 +216,18 @@ class Actor:
         if latest is None or latest[0] <= self.version:
             return False
         version, arrays = latest
-        load_actor_arrays(
-            self.model, {k: v for k, v in arrays.items() if k.split("/")[0] not in ("meta", "policy.onnx")}
-        )
+        acting = {k: v for k, v in arrays.items() if k.split("/")[0] not in ("meta", "policy.onnx")}
+        load_state_arrays(self.model, acting, SAC_ACTING)
         self.version = version
         self._report_pending = True
         return True
 
-    def _report_version(self, unsent: list[dict[str, Any]]) -> None:
+    def _report_version(self, unsent: list[Row]) -> None:
         """Tell the learner (through heartbeats) the version acting, once every transition of older versions is
         acknowledged (``unsent``: the rows not yet handed to the spool): the learner bounds staleness by it
         (``learner.max_staleness``)."""
-        older_unsent = bool(unsent) and unsent[0]["policy_version"] != self.version
-        if self._report_pending and not older_unsent and self.writer.idle() and self.client.spool.unacked_count == 0:
+        older_unsent = bool(unsent) and unsent[0].policy_version != self.version
+        if self._report_pending and not older_unsent and self.writer.idle() and self.spool.unacked_count == 0:
             self.client.set_policy_version(self.version)
             self._report_pending = False
 
@@ -250,7 +260,7 @@ class Actor:
         deadline = time.monotonic() + self.cfg.lockstep_timeout_s
         while not self.writer.idle() and time.monotonic() < deadline:
             time.sleep(0.005)
-        owed = self.owed_updates(self.client.spool.next_seq) - 100
+        owed = self.owed_updates(self.spool.next_seq) - 100
         while time.monotonic() < deadline and not self.stop_requested:
             latest = self.client.latest_weights()
             done = latest[1].get("meta/updates") if latest is not None else None
@@ -283,7 +293,7 @@ class Actor:
         self._save_episode()
         self._wait_for_first_weights()
         obs = self.env.get_observations()
-        rows: list[dict[str, Any]] = []
+        rows: list[Row] = []
         episode = _Episode()
         if self.interventions is not None:
             self.interventions.reset()
@@ -308,10 +318,10 @@ class Actor:
                 rows.append(row)
                 run.steps += 1
                 episode.add(row)
-                if row["done"] or (self.cfg.send_every and len(rows) >= self.cfg.send_every):
-                    self.writer.put(_batch(rows))
+                if row.done or (self.spool_steps and len(rows) >= self.spool_steps):
+                    self._spool(rows)
                     rows = []
-                if row["done"]:
+                if row.done:
                     self._end_episode(run, episode, extras, episodes_csv)
                     csv_file.flush()
                     episode = _Episode()
@@ -322,14 +332,15 @@ class Actor:
                 obs = next_obs
                 run.busy_s += time.perf_counter() - t1
         if rows:
-            self.writer.put(_batch(rows))
+            self._spool(rows)
             self.episode += 1  # a cut episode's number is not reused
             self._save_episode()
         self.writer.close()
+        self._check_writer()
         self._drain()
         return ActorSummary(
             run.episodes, run.steps, time.monotonic() - run.start, run.busy_s, run.held_s, run.swaps, self.version,
-            self.writer.appended, self.client.spool.unacked_count, self.client.push_latencies_s(),
+            self.writer.spooled, self.spool.unacked_count, self.client.push_latencies_s(),
             self.writer.append_s, run.interventions, run.returns, run.successes, self.returned_starts,
         )  # fmt: skip
 
@@ -352,22 +363,24 @@ class Actor:
         done: bool,
         extras: dict[str, Any],
         step: int,
-    ) -> dict[str, Any]:
+    ) -> Row:
         """One transition; its next observation is the one before the env's auto-reset when the episode ended."""
         final = extras.get("final_obs") if done else None
         time_out = extras.get("time_outs")
-        return {
-            "obs": o,
-            "next_obs": self._numpy_obs(final if final is not None else next_obs),
-            "action": action,
-            "reward": reward,
-            "done": done,
-            "truncated": done and time_out is not None and bool(time_out[0]),
-            "episode": self.episode,
-            "step": step,
-            "policy_version": self.version,
-            "intervention": human,
-        }
+        truncated = done and time_out is not None and bool(time_out[0])
+        next_o = self._numpy_obs(final if final is not None else next_obs)
+        return Row(o, action, reward, done, truncated, next_o, self.episode, step, self.version, human)
+
+    def _spool(self, rows: list[Row]) -> None:
+        """Hand ``rows`` to the writer thread."""
+        self._check_writer()
+        self.writer.submit(rows)
+
+    def _check_writer(self) -> None:
+        if self.writer.error is not None:
+            raise RuntimeError(
+                f"the spool writer refused transitions ({self.writer.error}): stop the robot, the data is unsafe."
+            ) from self.writer.error
 
     def _maybe_return(self, obs: TensorDict) -> TensorDict:
         """Return-and-explore: start the new episode from a stored state (with ``cfg.return_and_explore``)."""
@@ -393,14 +406,17 @@ class Actor:
                 f"{time.monotonic() - episode.start:.3f}", int(self.client.status().connected),
             )
         )  # fmt: skip
+        shown = "" if succeeded is None else f", success {succeeded:g}"
         print(
-            f"episode {self.episode}: return {episode.ret:.1f}, length {episode.steps}, success {succeeded}, "
+            f"episode {self.episode}: return {episode.ret:.1f}, length {episode.steps}{shown}, "
             f"interventions {episode.interventions}, weights v{self.version}",
             flush=True,
         )
         run.episodes += 1
         self.episode += 1
         self._save_episode()
+        if self.client.fatal is not None:
+            raise RuntimeError(f"actor: {self.client.fatal}")
         if self.cfg.lockstep:
             self._wait_for_learner()
         run.swaps += self.swap_weights()
@@ -409,28 +425,19 @@ class Actor:
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.cfg.drain_timeout_s
-        while self.client.spool.unacked_count and time.monotonic() < deadline:
+        while self.spool.unacked_count and time.monotonic() < deadline:
             time.sleep(0.02)
-        if self.client.spool.unacked_count:
+        if self.spool.unacked_count:
             log.warning(
                 "actor: %d transitions not acknowledged after %.0f s; they stay in the spool and are sent next time",
-                self.client.spool.unacked_count,
+                self.spool.unacked_count,
                 self.cfg.drain_timeout_s,
             )
 
 
-def _batch(rows: list[dict[str, Any]]) -> wire.TransitionBatch:
-    """A :class:`~rslkit.realworld.wire.TransitionBatch` of recorded rows."""
-    groups = rows[0]["obs"].keys()
-    return wire.TransitionBatch(
-        obs={g: np.stack([r["obs"][g] for r in rows]) for g in groups},
-        next_obs={g: np.stack([r["next_obs"][g] for r in rows]) for g in groups},
-        action=np.stack([r["action"] for r in rows]).astype(np.float32),
-        reward=np.array([r["reward"] for r in rows], np.float32),
-        done=np.array([r["done"] for r in rows], bool),
-        truncated=np.array([r["truncated"] for r in rows], bool),
-        episode=np.array([r["episode"] for r in rows], np.int64),
-        step=np.array([r["step"] for r in rows], np.int64),
-        policy_version=np.array([r["policy_version"] for r in rows], np.int64),
-        intervention=np.array([r["intervention"] for r in rows], bool),
-    )
+def restart_seed(seed: int, first_episode: int) -> int:
+    """The seed of an actor's random streams (its env, its random actions): ``seed`` for a run that starts at episode
+    0, a seed derived from both for a restarted one (which must not replay the first start's random episodes)."""
+    if first_episode == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, first_episode]).generate_state(1)[0] & 0x7FFFFFFF)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rslkit.realworld.sim_robot import RealTimeCfg
+from rslkit.rewards.loop_reward import LoopRewardCfg
 from rslkit.utils.validation import expect, finite
 
 
@@ -24,8 +25,10 @@ class ActorCfg:
     """Env steps with uniform random actions before the policy acts (a fresh learner's policy is random too)."""
     deterministic: bool = False
     """Act with the mean action (evaluation) instead of sampling (exploration)."""
-    send_every: int = 0
-    """Spool the running episode every this many steps too (0: at episode ends only, as SERL does)."""
+    spool_every_s: float = 1.0
+    """Hand the running episode's transitions to the spool at least every this many seconds of robot time (counted
+    in control periods, so a simulated run stays reproducible), not only at its end: an actor killed mid-episode
+    loses at most this much. 0: at episode ends only, as SERL does."""
     swap_every: int = 0
     """Also take new weights every this many steps of an episode (a chunk boundary; 0: at episode ends only). The
     policy then improves within long episodes, as HIL-SERL's actors do; each transition records its version."""
@@ -48,9 +51,11 @@ class ActorCfg:
     takeover_decay: float = 1.0
     """... times this per episode (below 1: the "human" helps less and less, as people do once the policy works)."""
     reward: str = "task"
-    """The reward stored with each transition: ``task`` (the env's), or ``package.module:function`` called with a
-    :class:`~rslkit.realworld.wire.TransitionBatch` and returning rewards ``[N]`` (a success classifier, a learned
-    reward model), evaluated off the control loop when a batch is spooled."""
+    """The reward stored with each transition: ``task`` (the env's), ``learned`` (the progress critic set by
+    ``learned_reward``), or ``package.module:function`` called with a :class:`~rslkit.link.transitions.TransitionBatch`
+    and returning rewards ``[N]`` (a success classifier), evaluated off the control loop when a batch is spooled."""
+    learned_reward: LoopRewardCfg = field(default_factory=LoopRewardCfg)
+    """``reward learned``: the critic and its shaping (``--actor.learned_reward.model PATH`` ...)."""
     lockstep: bool = False
     """Simulation only: at each episode end wait until the learner has done the updates it owes for the data so far
     (``agent.algorithm.utd_ratio`` per transition), so results do not depend on how fast this machine trains. A
@@ -61,7 +66,7 @@ class ActorCfg:
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the actor cannot run with."""
-        for name in ("max_episodes", "max_env_steps", "random_steps", "send_every", "swap_every"):
+        for name in ("max_episodes", "max_env_steps", "random_steps", "swap_every"):
             value = getattr(self, name)
             expect(isinstance(value, int) and value >= 0, name, f"must be an integer >= 0, got {value}")
         expect(
@@ -77,7 +82,8 @@ class ActorCfg:
         for name in ("takeover_prob", "takeover_decay", "return_and_explore"):
             value = getattr(self, name)
             expect(finite(value) and 0 <= value <= 1, name, f"must be in [0, 1], got {value}")
-        for name in ("max_time_s", "lost_after_s", "first_weights_timeout_s", "drain_timeout_s", "lockstep_timeout_s"):
+        times = ("max_time_s", "lost_after_s", "first_weights_timeout_s", "drain_timeout_s", "lockstep_timeout_s")
+        for name in (*times, "spool_every_s"):
             value = getattr(self, name)
             expect(finite(value) and value >= 0, name, f"must be a finite number >= 0, got {value}")
         expect(
@@ -87,4 +93,4 @@ class ActorCfg:
         )
         sources = ("none", "scripted", "keyboard", "gamepad")
         expect(self.interventions in sources, "interventions", f"must be one of {sources}, got {self.interventions}")
-        expect(bool(self.reward), "reward", "must be 'task' or package.module:function")
+        expect(bool(self.reward), "reward", "must be 'task', 'learned' or package.module:function")

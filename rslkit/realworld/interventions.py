@@ -34,7 +34,7 @@ class InterventionSource(Protocol):
         the human is not intervening. A returned action labels the transition an intervention."""
 
 
-class EpisodeCounter:
+class InterventionCounter:
     """Log-friendly intervention counters of the current episode and of all episodes so far."""
 
     def __init__(self) -> None:
@@ -159,7 +159,7 @@ class ScriptedHuman:
         self.max_takeover_steps, self.cooldown_steps, self.grace_steps = max_takeover_steps, cooldown_steps, grace_steps
         self.max_takeovers = max_takeovers
         self.takeover_prob, self.prob_decay = takeover_prob, prob_decay
-        self.counter = EpisodeCounter()
+        self.counter = InterventionCounter()
         self._rng = random.Random(seed)
         self._started = False
         self._begin_episode()
@@ -236,7 +236,7 @@ class ScriptedHuman:
         return float(self.distance(obs)) if self.distance is not None else 0.0
 
     def episode_stats(self) -> dict[str, float]:
-        """The counters of :class:`EpisodeCounter`, plus ``declined`` triggers and ``takeover_prob`` of this
+        """The counters of :class:`InterventionCounter`, plus ``declined`` triggers and ``takeover_prob`` of this
         episode."""
         return {
             **self.counter.episode_stats(),

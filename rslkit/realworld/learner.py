@@ -3,9 +3,9 @@
 It is rslkit's off-policy runner with the env loop replaced by the network: the same SAC, replay buffer, logging
 and checkpoints (a learner checkpoint is a SAC checkpoint: ``play.py`` and ``export`` take it), plus
 
-- a gRPC :class:`~rslkit.realworld.transport_server.LearnerServer` whose sink (:class:`ReplaySink`) journals each
-  arriving transition, writes it into the buffer (interventions into the demonstration buffer too) and only then
-  acknowledges it;
+- a gRPC :class:`~rslkit.link.server.LearnerServer` whose transitions handler stores into a
+  :class:`~rslkit.realworld.replay_sink.ReplaySink`: it journals each arriving transition, writes it into the buffer
+  (interventions into the demonstration buffer too) and only then acknowledges it;
 - updates paced by the data: ``agent.algorithm.utd_ratio`` gradient updates per transition received (symmetric
   sampling with ``agent.replay.demo_fraction`` of each batch from demonstrations and interventions);
 - versioned weights pushed every ``learner.publish_every_updates`` updates (or seconds), staleness logged from the
@@ -22,32 +22,28 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from rslkit.deploy.onnx_weights import onnx_weight_arrays
 from rslkit.envs.vec_env import VecEnv
-from rslkit.models.sac_networks import SACModel
-from rslkit.realworld import transport, wire
-from rslkit.realworld.journal import Journal
+from rslkit.link import transport, wire
+from rslkit.link.journal import Journal
+from rslkit.link.server import DEFAULT_BIND, LearnerServer
+from rslkit.link.sink import TransitionsHandler, Watermarks
 from rslkit.realworld.learner_config import LearnerCfg
 from rslkit.realworld.replay_sink import ReplaySink, RowKeys
 from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.transport_server import DEFAULT_BIND, LearnerServer
-from rslkit.realworld.transport_sink import SeqWatermarks
-from rslkit.realworld.weights import actor_arrays
+from rslkit.realworld.weights import SAC_ACTING, state_arrays
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.utils.config import to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import validate
-
-OnnxArrays = Callable[[SACModel, VecEnv], dict[str, np.ndarray]]
-"""``(policy, env) -> {"policy.onnx": uint8 array}``: exports the current policy (``rslkit.deploy.onnx_weights``,
-handed in by the command line, since the deploy layer sits above this one)."""
 
 
 class RealWorldLearner(OffPolicyRunner):
@@ -58,8 +54,8 @@ class RealWorldLearner(OffPolicyRunner):
     Args:
         env: the task with one env; only its spaces and observation layout are used (the actors step theirs).
         cfg: SAC agent config (``algorithm.n_step`` must be 1).
-        learner_cfg: the learner's loop settings.
-        onnx_arrays: exports the policy for ``learner_cfg.publish`` ``onnx`` / ``both``.
+        learner_cfg: the learner's loop settings (``publish`` ``onnx`` / ``both``: the policy is exported with
+            :func:`rslkit.deploy.onnx_weights.onnx_weight_arrays` for robots without torch).
         other args: as :class:`~rslkit.runners.off_policy_runner.OffPolicyRunner`.
     """
 
@@ -73,7 +69,6 @@ class RealWorldLearner(OffPolicyRunner):
         run_info: dict[str, Any] | None = None,
         *,
         learner_cfg: LearnerCfg | None = None,
-        onnx_arrays: OnnxArrays | None = None,
     ) -> None:
         if env.num_envs != 1:
             raise ValueError(
@@ -87,17 +82,14 @@ class RealWorldLearner(OffPolicyRunner):
             )
         self.learner_cfg = learner_cfg or LearnerCfg()
         validate(self.learner_cfg, "learner")
-        if self.learner_cfg.publish != "torch" and onnx_arrays is None:
-            raise ValueError(f"learner.publish {self.learner_cfg.publish} needs an ONNX exporter (onnx_arrays).")
         if self.learner_cfg.bc_warmstart_updates and not cfg.demo_path:
             raise ValueError("learner.bc_warmstart_updates needs demonstrations: set --agent.demo_path.")
         super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        self.onnx_arrays = onnx_arrays
         self.schema = transition_schema(env, self.policy.obs_groups)
         self.version = 0
         """Weights version last published (0: none yet)."""
         self.total_updates = 0
-        self.watermarks = SeqWatermarks()
+        self.watermarks = Watermarks()
         self.keys: RowKeys | None = None
         self.journal_start = 0
         """The journal segment a resumed learner replays from (recorded by the checkpoint it resumed)."""
@@ -138,8 +130,7 @@ class RealWorldLearner(OffPolicyRunner):
                 print(f"Learner: {replayed} transitions replayed from the journal.", flush=True)
         self.sink.take_stats()  # replayed rows were logged by the run that received them
         self.server = LearnerServer(
-            self.schema,
-            self.sink,
+            [TransitionsHandler(self.schema, self.sink)],
             bind,
             token=token,
             tls=tls,
@@ -156,10 +147,9 @@ class RealWorldLearner(OffPolicyRunner):
         assert self.server is not None and self.sink is not None, "call serve() first"
         arrays: dict[str, np.ndarray] = {}
         if self.learner_cfg.publish in ("torch", "both"):
-            arrays.update(actor_arrays(self.policy))
+            arrays.update(state_arrays(self.policy, SAC_ACTING))
         if self.learner_cfg.publish in ("onnx", "both"):
-            assert self.onnx_arrays is not None
-            arrays.update(self.onnx_arrays(self.policy, self.env))
+            arrays.update(onnx_weight_arrays(self.policy, self.env, task=self.run_info.get("task")))
         arrays["meta/published_ns"] = np.array([time.time_ns()], np.int64)
         arrays["meta/updates"] = np.array([self.total_updates], np.int64)
         self.version += 1
@@ -346,7 +336,7 @@ class RealWorldLearner(OffPolicyRunner):
         rw: Mapping[str, Any] | None = data.get("realworld")
         if rw is None:
             return  # a plain SAC checkpoint: start a learner from its weights and buffer
-        self.watermarks = SeqWatermarks(rw["watermarks"])
+        self.watermarks = Watermarks(rw["watermarks"])
         if rw["row_keys"] is not None:
             self.keys = RowKeys(self._ensure_buffer().capacity)
             self.keys.load_state_dict(rw["row_keys"])

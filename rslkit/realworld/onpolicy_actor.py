@@ -18,18 +18,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rslkit.link.client import ActorClient
+from rslkit.link.rollouts import Permit, PermitRequest, Rollout, RolloutSchema
 from rslkit.realworld.onpolicy_codec import RolloutCodec
 from rslkit.realworld.onpolicy_config import OnPolicyActorCfg
-from rslkit.realworld.rollout_client import RolloutClient
-from rslkit.realworld.wire_rollout import Permit, Rollout
 from rslkit.utils.validation import validate
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class ActorSummary:
-    """What an actor did: rollouts sent (and dropped because their stream ended), env steps, why it stopped."""
+class RolloutSummary:
+    """What an on-policy actor did: rollouts sent (and dropped because their stream ended), env steps, why it
+    stopped."""
 
     rollouts: int = 0
     dropped: int = 0
@@ -50,28 +51,31 @@ class OnPolicyActor:
 
     Args:
         codec: the algorithm's rollout codec, built on the actor's runner (its env has ``num_envs`` envs).
-        client: the connection to the learner.
+        client: the connection to the learner (its ``schema`` the actor's :class:`RolloutSchema`).
         cfg: waits and optional slowness.
         seed: of the slowness jitter.
     """
 
-    def __init__(self, codec: RolloutCodec, client: RolloutClient, cfg: OnPolicyActorCfg, seed: int = 0) -> None:
+    def __init__(self, codec: RolloutCodec, client: ActorClient, cfg: OnPolicyActorCfg, seed: int = 0) -> None:
         validate(cfg, "actor")
+        if not isinstance(client.schema, RolloutSchema):
+            raise ValueError("an on-policy actor's client needs its RolloutSchema (ActorClient(schema=...)).")
         self.codec, self.client, self.cfg = codec, client, cfg
-        self.schema = client.schema
+        self.schema: RolloutSchema = client.schema
         self.version = -1
         self.stop_requested = False
         self._rng = random.Random(seed)
         self._obs = codec.env.get_observations()
 
-    def run(self) -> ActorSummary:
+    def run(self) -> RolloutSummary:
         """Collect until ``max_rollouts``, a signal (:attr:`stop_requested`) or the learner is gone."""
-        summary, versions, last = ActorSummary(), [], -1
+        summary, versions, last = RolloutSummary(), [], -1
         while not self.stop_requested:
             if self.cfg.max_rollouts and summary.rollouts >= self.cfg.max_rollouts:
                 summary.stopped_because = "max_rollouts"
                 break
-            got = self.client.request_permit(last, self.cfg.permit_timeout_s)
+            request = PermitRequest(self.client.actor_id, last)
+            got = self.client.request(request, "permit", self.cfg.permit_timeout_s)
             reason = "" if got is not None else self._gone()
             while got is not None and not reason and not self._take_weights(got[1]):
                 reason = self._gone()  # holding a permit: wait for its weights until the learner is gone
@@ -82,7 +86,7 @@ class OnPolicyActor:
                 continue
             stream, permit = got
             rollout = self.collect(permit.rollout)
-            if self.client.send_rollout(stream, rollout):
+            if self.client.send(rollout, stream):
                 summary.rollouts, last = summary.rollouts + 1, permit.rollout
                 versions.append(rollout.policy_version)
             else:
@@ -99,7 +103,7 @@ class OnPolicyActor:
             return "signal"
         if self.client.fatal:
             raise RuntimeError(f"actor {self.client.actor_id}: {self.client.fatal}")
-        if self.client.stopped:
+        if self.client.stopping:
             return "client closed"
         if self.client.silent_s() > self.cfg.give_up_s:
             log.warning(

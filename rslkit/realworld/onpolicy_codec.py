@@ -18,8 +18,9 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.gae import bootstrap_time_outs
-from rslkit.realworld.wire import ArraySpec
-from rslkit.realworld.wire_rollout import RolloutSchema
+from rslkit.link.rollouts import RolloutSchema
+from rslkit.link.wire import ArraySpec
+from rslkit.realworld.weights import load_state_arrays, state_arrays
 from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.runners.reinflow_runner import ReinFlowRunner
 from rslkit.storage.rollout_storage import RolloutStorage
@@ -31,30 +32,6 @@ Steps = dict[str, torch.Tensor]
 def _spec(t: torch.Tensor) -> ArraySpec:
     """The per-env spec of a ``[N, ...]`` tensor."""
     return ArraySpec(tuple(int(d) for d in t.shape[1:]), "bool" if t.dtype == torch.bool else "float32")
-
-
-def state_arrays(module: torch.nn.Module) -> dict[str, np.ndarray]:
-    """``{name: array}`` of a module's state dict (float64 as float32), CPU copies, for a weights message."""
-    out = {}
-    for name, value in module.state_dict().items():
-        array = value.detach().to("cpu").numpy()
-        out[name] = np.ascontiguousarray(array.astype(np.float32) if array.dtype == np.float64 else array)
-    return out
-
-
-def load_state_arrays(module: torch.nn.Module, arrays: Mapping[str, np.ndarray]) -> None:
-    """Copy published arrays into ``module``; ValueError naming the mismatch when they do not fit."""
-    own = module.state_dict()
-    missing, unexpected = sorted(set(own) - set(arrays)), sorted(set(arrays) - set(own))
-    wrong = [k for k in own if k in arrays and np.asarray(arrays[k]).size != own[k].numel()]
-    if missing or unexpected or wrong:
-        raise ValueError(
-            f"The learner's weights do not fit this actor (missing {missing[:4]}, unexpected {unexpected[:4]}, "
-            f"other shapes {wrong[:4]}): start the actor with the learner's --task, --algo and --agent.* settings."
-        )
-    with torch.no_grad():
-        for name, value in own.items():
-            value.copy_(torch.from_numpy(np.asarray(arrays[name]).reshape(tuple(value.shape))).to(value.dtype))
 
 
 class RolloutCodec(ABC):

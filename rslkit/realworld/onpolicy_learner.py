@@ -5,7 +5,8 @@ It is the synchronous runner (:class:`~rslkit.runners.OnPolicyRunner`, :class:`~
 its env loop replaced by the network: the same algorithm, update, logging and checkpoints (a learner checkpoint is
 a ppo / reinflow checkpoint: ``play.py``, ``export`` and ``--resume`` take it), plus
 
-- a gRPC :class:`~rslkit.realworld.transport_server.LearnerServer` whose handler (this class) answers permit requests
+- a gRPC :class:`~rslkit.link.server.LearnerServer` whose handler of ``permit_request`` and ``rollout`` (this class)
+  answers permit requests
   by :class:`~rslkit.realworld.admission.Admission` and takes each rollout only from the actor holding its permit;
 - one iteration = the ``B`` rollouts of the next update, side by side: values from the current critic, GAE, the
   algorithm's update with its ``staleness`` settings (naive PPO, decoupled PPO, M2PO), new weights published, the
@@ -26,12 +27,12 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.staleness import update_metrics
-from rslkit.realworld import transport, wire, wire_rollout
+from rslkit.link import transport, wire
+from rslkit.link.rollouts import Permit, PermitRequest, Rollout
+from rslkit.link.server import DEFAULT_BIND, LearnerServer, Stream
 from rslkit.realworld.admission import Admission
 from rslkit.realworld.onpolicy_codec import RolloutCodec, codec_for
 from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
-from rslkit.realworld.transport_server import DEFAULT_BIND, LearnerServer
-from rslkit.realworld.wire_rollout import Permit, PermitRequest, Rollout
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.runners.ppo_config import PPORunnerCfg
@@ -52,8 +53,10 @@ class _Stopped(Exception):
 class RolloutLearner:
     """The network-fed loop shared by :class:`PPOLearner` and :class:`ReinFlowLearner` (a mixin before the runner).
 
-    Also the server's :class:`~rslkit.realworld.transport_server.StreamHandler`.
+    Also the server's :class:`~rslkit.link.server.Handler` of permit requests and rollouts.
     """
+
+    kinds: tuple[str, ...] = ("permit_request", "rollout")
 
     alg: Any
     env: Any
@@ -81,7 +84,7 @@ class RolloutLearner:
         validate(self.learner_cfg, "learner")
         c = self.learner_cfg
         self.codec: RolloutCodec = codec_for(self)
-        self.rollout_schema = self.codec.schema(c.actor_envs)
+        self.rollout_schema = self.schema = self.codec.schema(c.actor_envs)
         self.alg.storage = self.codec.make_storage(c.rollouts_per_update * c.actor_envs)
         self.server: LearnerServer | None = None
         self.admission = Admission(c.rollouts_per_update, c.max_staleness, self.iteration)
@@ -111,8 +114,8 @@ class RolloutLearner:
         c = self.learner_cfg
         self.admission = Admission(c.rollouts_per_update, c.max_staleness, self.iteration)
         self.server = LearnerServer(
-            None, None, bind, token=token, tls=tls, allow_insecure_remote=allow_insecure_remote,
-            max_message_bytes=max_message_bytes, handler=self,
+            [self], bind, token=token, tls=tls, allow_insecure_remote=allow_insecure_remote,
+            max_message_bytes=max_message_bytes,
         )  # fmt: skip
         if self.log_dir is not None and not any(self.log_dir.glob("model_*.pt")):
             self.save(self.log_dir / f"model_{self.iteration}.pt")  # type: ignore[attr-defined]
@@ -132,35 +135,29 @@ class RolloutLearner:
             self.server.publish_weights(self.alg.version, self.codec.weights())
             self._published = self.alg.version
 
-    # ------------------------------------------------------------------ StreamHandler (the streams' threads)
-    def decode(self, data: bytes, max_bytes: int) -> Any:
-        """Validate one message of an actor against this learner's rollout schema."""
-        return wire_rollout.decode(data, self.rollout_schema, max_bytes)
-
-    def handle(self, actor_id: str, stream: int, message: Any) -> None:
+    # ------------------------------------------------------------------ Handler (the streams' threads)
+    def handle(self, stream: Stream, message: PermitRequest | Rollout) -> None:
         """A permit request (queued, answered when the admission rule allows) or a rollout (kept for its update)."""
+        actor_id, number = stream.actor_id, stream.number
         with self._cond:
             if isinstance(message, PermitRequest):
-                held = self.admission.held_by((actor_id, stream))
+                held = self.admission.held_by((actor_id, number))
                 if held:
                     raise ValueError(
                         f"actor {actor_id} asked for a permit while it holds one (rollout {held[0]}): send that "
                         "rollout first, one permit at a time."
                     )
-                self._waiting[(actor_id, stream)] = message.last_rollout
+                self._waiting[(actor_id, number)] = message.last_rollout
                 self._grant()
-            elif isinstance(message, Rollout):
-                self._accept(actor_id, stream, message)
             else:
-                raise ValueError(
-                    f"an on-policy actor sends permit requests, rollouts and heartbeats, not {message.kind}."
-                )
+                self._accept(actor_id, number, message)
 
-    def stream_ended(self, actor_id: str, stream: int) -> None:
+    def stream_ended(self, stream: Stream) -> None:
         """Revoke the stream's permits: their rollout numbers go to the next actors that ask."""
+        actor_id, number = stream.actor_id, stream.number
         with self._cond:
-            self._waiting.pop((actor_id, stream), None)
-            revoked = self.admission.revoke((actor_id, stream))
+            self._waiting.pop((actor_id, number), None)
+            revoked = self.admission.revoke((actor_id, number))
             if revoked and not self._stopping:
                 log.warning("actor %s left holding permits %s: they go to other actors", actor_id, revoked)
                 self._grant()
@@ -193,7 +190,7 @@ class RolloutLearner:
             del self._waiting[holder]
             self._permit_versions[k] = self.alg.version
             permit = Permit(transport.LEARNER_ID, k, self.alg.version, self.rollout_schema)
-            if not self.server.send(holder[0], wire_rollout.encode(permit), stream=holder[1]):
+            if not self.server.send(holder[0], wire.encode(permit), stream=holder[1]):
                 self.admission.revoke(holder)  # that stream is gone already
 
     # ------------------------------------------------------------------ training loop

@@ -21,8 +21,8 @@ from rslkit.data.lerobot_meta import feature_names
 from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.data.lerobot_writer import write_lerobot_dataset
 from rslkit.data.transitions import demonstrations_to_transitions
-from rslkit.realworld.rewards import RewardFn
-from rslkit.realworld.wire import TransitionBatch
+from rslkit.link.spool_writer import RewardFn
+from rslkit.link.transitions import TransitionBatch
 
 
 def _episodes(done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,7 +38,7 @@ def relabel_demonstrations(demos: TensorDict, reward: RewardFn, batch_size: int 
 
     Transitions are consecutive steps, episode after episode (as
     :func:`~rslkit.data.transitions.load_demonstrations` gives them); an episode ends at ``terminated | truncated``.
-    They reach ``reward`` in order, as :class:`~rslkit.realworld.wire.TransitionBatch` es of at most
+    They reach ``reward`` in order, as :class:`~rslkit.link.transitions.TransitionBatch` es of at most
     ``batch_size``, keyed by episode index and step, with ``intervention`` set (a demonstration is a human's) and
     policy version 0; a plug-in that keeps per-episode state (the progress critic's value) sees each episode from its
     first step. Use a fresh plug-in: one that already scored other episodes may hold values under the same episode

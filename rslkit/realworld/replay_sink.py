@@ -1,10 +1,10 @@
 """The learner's transport sink: arriving transitions into the journal and the replay buffer, once each.
 
 The server calls the sink from one thread at a time; the learner's training thread samples the same buffer, so
-both hold :attr:`ReplaySink.lock`. For every message the sink drops rows it stored before (by seq, with
-:class:`~rslkit.realworld.transport_sink.SeqWatermarks`), appends the new rows to the journal (fsynced), writes them
-into the online buffer and, where a human intervened, into the demonstration buffer too (HIL-SERL), and returns
-the actor's watermark, which the server sends back as the acknowledgement.
+both hold :attr:`ReplaySink.lock`. For every message the sink drops rows it stored before (by seq and by (actor,
+episode, step) key, with :class:`~rslkit.link.sink.Watermarks`), appends the new rows to the journal (fsynced),
+writes them into the online buffer and, where a human intervened, into the demonstration buffer too (HIL-SERL),
+and returns the actor's watermark, which the server sends back as the acknowledgement.
 
 Next to the buffer's rows the sink keeps their keys (actor, seq, policy version), so a checkpoint says exactly which
 transitions it holds (the tests count them) and the staleness of every row is known.
@@ -21,9 +21,10 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rslkit.realworld import wire
-from rslkit.realworld.journal import Journal
-from rslkit.realworld.transport_sink import SeqWatermarks, select
+from rslkit.link import wire
+from rslkit.link.journal import Journal
+from rslkit.link.sink import Watermarks
+from rslkit.link.transitions import TransitionBatch, Transitions, TransitionSchema, select
 from rslkit.storage.replay_buffer import ReplayBuffer
 
 
@@ -86,9 +87,9 @@ class ReplaySink:
     def __init__(
         self,
         buffer: ReplayBuffer,
-        schema: wire.TransitionSchema,
+        schema: TransitionSchema,
         journal: Journal | None,
-        watermarks: SeqWatermarks,
+        watermarks: Watermarks,
         keys: RowKeys,
         max_message_bytes: int = wire.DEFAULT_MAX_BYTES,
     ) -> None:
@@ -107,34 +108,36 @@ class ReplaySink:
         self._episodes: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0, 0])
         self._new_obs: list[TensorDict] = []
 
-    def __call__(self, actor_id: str, message: wire.Transitions) -> int:
+    def __call__(self, actor_id: str, message: Transitions) -> int:
         """Store the rows of ``message`` not stored yet; returns the actor's watermark."""
         with self.lock:
-            rows = self.watermarks.new_rows(actor_id, message.seq)
+            b = message.batch
+            rows = self.watermarks.new_rows(actor_id, message.seq, b.episode, b.step)
             self._stats.duplicates += int((~rows).sum())
             if rows.any():
-                batch, seq = select(message.batch, rows), message.seq[rows]
+                batch, seq = select(b, rows), message.seq[rows]
                 if self.journal is not None:
-                    fresh = wire.Transitions(actor_id, seq, batch, self.schema)
+                    fresh = Transitions(actor_id, seq, batch, self.schema)
                     self.journal.append(wire.encode(fresh, self.max_message_bytes))
                 self._store(actor_id, seq, batch)
-            watermark = self.watermarks.advance(actor_id, int(message.seq[-1]))
+            watermark = self.watermarks.advance(actor_id, int(message.seq[-1]), b.episode[rows], b.step[rows])
             self.arrived.notify_all()
             return watermark
 
     def replay(self, messages: Any) -> int:
-        """Store journal messages (``wire.Transitions``, their sender the actor) a resumed learner lacks; returns
-        the transitions stored (the rest were in the checkpoint already)."""
+        """Store journal messages (:class:`~rslkit.link.transitions.Transitions`, their sender the actor) a resumed
+        learner lacks; returns the transitions stored (the rest were in the checkpoint already)."""
         before = self.received
         with self.lock:
             for message in messages:
-                rows = self.watermarks.new_rows(message.sender, message.seq)
+                b = message.batch
+                rows = self.watermarks.new_rows(message.sender, message.seq, b.episode, b.step)
                 if rows.any():
-                    self._store(message.sender, message.seq[rows], select(message.batch, rows))
-                self.watermarks.advance(message.sender, int(message.seq[-1]))
+                    self._store(message.sender, message.seq[rows], select(b, rows))
+                self.watermarks.advance(message.sender, int(message.seq[-1]), b.episode[rows], b.step[rows])
         return self.received - before
 
-    def _store(self, actor_id: str, seq: np.ndarray, batch: wire.TransitionBatch) -> None:
+    def _store(self, actor_id: str, seq: np.ndarray, batch: TransitionBatch) -> None:
         obs = TensorDict({g: torch.from_numpy(a) for g, a in batch.obs.items()}, batch_size=[len(seq)])
         next_obs = TensorDict({g: torch.from_numpy(a) for g, a in batch.next_obs.items()}, batch_size=[len(seq)])
         done, truncated = torch.from_numpy(batch.done), torch.from_numpy(batch.truncated)
@@ -157,7 +160,7 @@ class ReplaySink:
         self.received += len(seq)
         self._account(actor_id, batch)
 
-    def _account(self, actor_id: str, batch: wire.TransitionBatch) -> None:
+    def _account(self, actor_id: str, batch: TransitionBatch) -> None:
         s = self._stats
         s.transitions += len(batch)
         s.interventions += int(batch.intervention.sum())

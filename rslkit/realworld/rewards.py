@@ -1,41 +1,38 @@
-"""Reward plug-ins of the actor: a function named on the command line replaces the env's reward.
+"""Reward plug-ins of the actor: ``--actor.reward`` replaces the env's reward when batches are spooled.
 
-``--actor.reward package.module:function`` names a callable ``f(batch: wire.TransitionBatch) -> rewards [N]``: a
-success classifier (1 where the goal is reached), a hand-written shaping, or a learned reward model (the VLAC-style
-critic of rslkit.rewards). It runs in the actor's spool writer thread, off the control loop, once per spooled batch;
-a reward model that needs a GPU should be served from there (one call per batch keeps its latency off the ticks).
+``--actor.reward learned`` is the local progress critic (:class:`~rslkit.rewards.loop_reward.LoopProgressReward`)
+with the typed settings ``--actor.learned_reward.<field>`` (:class:`~rslkit.rewards.loop_reward.LoopRewardCfg`);
+``--actor.reward package.module:function`` names a callable ``f(batch: TransitionBatch) -> rewards [N]`` (or
+``package.module:factory()``, which builds one): a success classifier, a hand-written shaping. It runs in the
+actor's spool writer thread, off the control loop, once per spooled batch; a reward model that needs a GPU should
+be served from there (one call per batch keeps its latency off the ticks).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
+from rslkit.link.spool_writer import RewardFn
+from rslkit.utils.plugins import load_plugin
 
-from rslkit.realworld import wire
+if TYPE_CHECKING:
+    from rslkit.rewards.loop_reward import LoopRewardCfg
 
-RewardFn = Callable[[wire.TransitionBatch], np.ndarray]
 
-
-def load_reward(name: str) -> RewardFn:
-    """The reward function ``package.module:function`` (or a factory of one: ``package.module:factory()``).
+def load_reward(name: str, learned: LoopRewardCfg | None = None, flag: str = "--actor.reward") -> RewardFn | None:
+    """The reward function ``name`` names: None for ``task`` (keep the env's), the progress critic for ``learned``
+    (with ``learned``'s settings), else the plug-in ``package.module:function`` / ``package.module:factory()``.
 
     Raises:
-        ValueError: a malformed name, a module that does not import, or an attribute that is not callable.
+        ValueError: a name that does not load, or a plug-in that is not callable (naming ``flag``).
     """
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"--actor.reward must be 'task' or package.module:function, got {name!r}.")
-    call = attr.endswith("()")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"--actor.reward {name}: cannot import {module_name!r} ({err}).") from err
-    fn = getattr(module, attr.removesuffix("()"), None)
+    if name == "task":
+        return None
+    if name == "learned":  # torch, on the actor's machine: imported only when asked for
+        from rslkit.rewards.loop_reward import LoopProgressReward, LoopRewardCfg
+
+        return LoopProgressReward.from_cfg(learned or LoopRewardCfg())
+    fn = load_plugin(name, flag)
     if not callable(fn):
-        raise ValueError(f"--actor.reward {name}: {module_name} has no callable {attr.removesuffix('()')!r}.")
-    out = fn() if call else fn
-    if not callable(out):
-        raise ValueError(f"--actor.reward {name}: the factory returned {type(out).__name__}, not a function.")
-    return out
+        raise ValueError(f"{flag} {name}: {type(fn).__name__} is not a reward function (batch -> rewards [N]).")
+    return fn

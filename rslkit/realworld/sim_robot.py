@@ -175,7 +175,7 @@ class RealTimeRobot:
             raise ValueError(f"RealTimeRobot paces one robot: the env has num_envs={env.num_envs}; build it with 1.")
         period = 1.0 / cfg.control_hz if cfg.control_hz else control_period(env)
         if period is None:
-            raise ValueError(f"{type(env).__name__} does not say its control period: set RealTimeCfg.control_hz.")
+            raise ValueError(f"{type(env).__name__} does not say its control period: set --actor.robot.control_hz.")
         self.env, self.realtime_cfg, self.period_s = env, cfg, period
         self.obs_delay_ticks = math.ceil(cfg.obs_latency_s / period - 1e-9)
         self.action_delay_ticks = math.ceil(cfg.action_latency_s / period - 1e-9)

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from rslkit.realworld.interventions import EpisodeCounter, Observation, as_action
+from rslkit.realworld.interventions import InterventionCounter, Observation, as_action
 
 TakeoverMode = Literal["toggle", "hold"]
 """``toggle``: a press takes over, the next hands back. ``hold``: intervening while held (a deadman button)."""
@@ -120,7 +120,7 @@ class KeyboardTeleop:
         if bad:
             raise ValueError(f"Key bindings {bad} name action indices outside [0, {num_actions}).")
         self.toggle_key, self.mode = toggle_key, mode
-        self.counter = EpisodeCounter()
+        self.counter = InterventionCounter()
         self._command = DeltaCommand()
         self._held: set[str] = set()
         self._toggled = False
@@ -173,7 +173,7 @@ class KeyboardTeleop:
         return action
 
     def episode_stats(self) -> dict[str, float]:
-        """See :meth:`EpisodeCounter.episode_stats`."""
+        """See :meth:`InterventionCounter.episode_stats`."""
         return self.counter.episode_stats()
 
     def close(self) -> None:
@@ -268,7 +268,7 @@ class GamepadTeleop:
         self.speed, self.deadzone = speed, deadzone
         self.takeover_button, self.mode = takeover_button, mode
         self._check_mapping()
-        self.counter = EpisodeCounter()
+        self.counter = InterventionCounter()
         self._command = DeltaCommand()
         self._toggled = False
         self._was_pressed = False
@@ -332,5 +332,5 @@ class GamepadTeleop:
         return action
 
     def episode_stats(self) -> dict[str, float]:
-        """See :meth:`EpisodeCounter.episode_stats`."""
+        """See :meth:`InterventionCounter.episode_stats`."""
         return self.counter.episode_stats()

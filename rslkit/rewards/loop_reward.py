@@ -1,12 +1,10 @@
-"""The local progress critic as the real-world actor's reward plug-in (``--actor.reward``).
+"""The local progress critic as the real-world actor's reward plug-in (``--actor.reward learned``).
 
-``--actor.reward rslkit.rewards.loop_reward:from_env()`` builds a :class:`LoopProgressReward` from environment
-variables (the plug-in syntax takes no arguments): ``RSLKIT_REWARD_MODEL`` (a ``model.safetensors`` written by
-``python -m rslkit.rewards train``, required), ``RSLKIT_REWARD_GOAL`` (default: the goal it was trained on),
-``RSLKIT_REWARD_DEAD_BAND`` (default 0.02), ``RSLKIT_REWARD_SCALE`` (default 1: an episode's return is at most 1;
-SAC's entropy temperature is tuned against the reward's scale), ``RSLKIT_REWARD_DONE_BONUS`` (default 0),
-``RSLKIT_REWARD_PROGRESS_WEIGHT`` (default 1; 0 with a done bonus: the success-classifier reward) and
-``RSLKIT_REWARD_ACCUMULATE`` (``vlac``, the default, or ``sum``; all: see :class:`~rslkit.rewards.value.ValueCfg`).
+Its settings are the typed fields of :class:`LoopRewardCfg`, set as ``--actor.learned_reward.<field>``:
+``model`` (a ``model.safetensors`` written by ``python -m rslkit.rewards train``, required), ``goal`` (default: the
+goal it was trained on), ``dead_band``, ``scale`` (1: an episode's return is at most 1; SAC's entropy temperature
+is tuned against the reward's scale), ``done_bonus``, ``progress_weight`` (0 with a done bonus: the
+success-classifier reward) and ``accumulate`` (``vlac`` or ``sum``; all: see :class:`~rslkit.rewards.value.ValueCfg`).
 It runs in the actor's spool-writer thread, once per spooled batch, off the control loop, and needs torch on the
 actor's machine; a robot computer without torch serves a critic instead (docs/rewards.md, "Served critics").
 
@@ -17,7 +15,7 @@ applied here.
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,6 +23,21 @@ from tensordict import TensorDict
 
 from rslkit.rewards.progress_model import default_goal, load_progress_model
 from rslkit.rewards.value import ACCUMULATE, apply_dead_band, check_reward_weights, value_step
+
+
+@dataclass
+class LoopRewardCfg:
+    """Settings of the learned reward (``--actor.learned_reward.<field>``; see :class:`LoopProgressReward`)."""
+
+    model: str = ""
+    """The progress critic (``model.safetensors`` from ``python -m rslkit.rewards train``); required."""
+    goal: str = ""
+    """Language goal (empty: the one goal the critic was trained on)."""
+    dead_band: float = 0.02
+    scale: float = 1.0
+    done_bonus: float = 0.0
+    progress_weight: float = 1.0
+    accumulate: str = "vlac"
 
 
 class LoopProgressReward:
@@ -70,6 +83,22 @@ class LoopProgressReward:
         self.group = str(self.critic.cfg.state_group)
         self._values: dict[int, float] = {}
 
+    @classmethod
+    def from_cfg(cls, cfg: LoopRewardCfg) -> LoopProgressReward:
+        """The reward ``cfg`` describes.
+
+        Raises:
+            ValueError: no ``model`` (naming ``--actor.learned_reward.model``), or bad settings.
+        """
+        if not cfg.model:
+            raise ValueError(
+                "--actor.reward learned needs --actor.learned_reward.model PATH (a model.safetensors from "
+                "`python -m rslkit.rewards train`)."
+            )
+        return cls(
+            cfg.model, cfg.goal or None, cfg.dead_band, cfg.scale, cfg.done_bonus, cfg.accumulate, cfg.progress_weight
+        )
+
     def __call__(self, batch) -> np.ndarray:
         """Rewards ``[N]`` (float32) of the ``N`` transitions of one actor's batch, in order."""
         if self.group not in batch.obs:
@@ -90,24 +119,3 @@ class LoopProgressReward:
             if bool(batch.done[k]):
                 self._values.pop(episode, None)
         return rewards
-
-
-def from_env() -> LoopProgressReward:
-    """The plug-in configured by ``RSLKIT_REWARD_MODEL``, ``_GOAL``, ``_DEAD_BAND``, ``_SCALE``, ``_DONE_BONUS``,
-    ``_ACCUMULATE``, ``_PROGRESS_WEIGHT``.
-
-    Raises:
-        ValueError: ``RSLKIT_REWARD_MODEL`` is not set.
-    """
-    path = os.environ.get("RSLKIT_REWARD_MODEL")
-    if not path:
-        raise ValueError(
-            "Set RSLKIT_REWARD_MODEL to a critic (model.safetensors from `python -m rslkit.rewards train`)."
-        )
-    dead_band = float(os.environ.get("RSLKIT_REWARD_DEAD_BAND", "0.02"))
-    scale = float(os.environ.get("RSLKIT_REWARD_SCALE", "1"))
-    bonus = float(os.environ.get("RSLKIT_REWARD_DONE_BONUS", "0"))
-    accumulate = os.environ.get("RSLKIT_REWARD_ACCUMULATE", "vlac")
-    weight = float(os.environ.get("RSLKIT_REWARD_PROGRESS_WEIGHT", "1"))
-    goal = os.environ.get("RSLKIT_REWARD_GOAL") or None
-    return LoopProgressReward(path, goal, dead_band, scale, bonus, accumulate, weight)

@@ -12,7 +12,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.deploy.onnx_weights import POLICY_KEY, onnx_policy_from_arrays, onnx_weight_arrays
-from rslkit.realworld import wire
+from rslkit.link import wire
 from rslkit.recipes.run import build_run
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,15 +18,17 @@ from rslkit.deploy.clock import FakeClock
 from rslkit.deploy.inference_worker import SimulatedInference
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.deploy.onnx_weights import POLICY_KEY, onnx_policy_from_arrays
-from rslkit.deploy.ros2.actor import ActorMode, RobotActor
-from rslkit.deploy.ros2.actor_config import ActorCfg
+from rslkit.deploy.ros2.actor import EPISODE_FILE, ActorMode, RobotActor
+from rslkit.deploy.ros2.actor_config import RobotActorCfg
 from rslkit.deploy.ros2.actor_rewards import NoReward, PluginReward, TopicReward
-from rslkit.deploy.ros2.actor_writer import EpisodeCounter, Row, SpoolWriter, stack
 from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.controller import PolicyController
 from rslkit.deploy.ros2.synthetic import chunk_policy, mlp_policy
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
+from rslkit.link import wire
+from rslkit.link.episodes import EpisodeNumbers
+from rslkit.link.spool import Spool
+from rslkit.link.spool_writer import SpoolWriter
+from rslkit.link.transitions import Row, TransitionSchema
 
 J = ["a", "b", "c"]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ros2"))  # the learner stand-in process
@@ -106,8 +107,10 @@ def test_ticks_become_transitions_with_keys_next_obs_rewards_and_episode_ends(gr
     assert [(r.done, r.truncated) for r in rows if r.done] == [(True, True), (True, False), (True, True)]
     assert [r.step for r in rows if r.done] == [3, 1, 3]
     for k, r in enumerate(rows):
-        np.testing.assert_array_equal(r.obs, observed[k][0])
-        np.testing.assert_array_equal(r.next_obs, observed[k + 1][0])  # next obs: the observation at the next tick
+        np.testing.assert_array_equal(r.obs["policy"], observed[k][0])
+        np.testing.assert_array_equal(
+            r.next_obs["policy"], observed[k + 1][0]
+        )  # next obs: the observation at the next tick
         np.testing.assert_allclose(r.action, observed[k][1], atol=1e-6)
         assert r.reward == k + 1 and r.policy_version == 0 and not r.intervention
     assert [len(b) for b in batches.batches] == [3, 1, 2, 3, 1, 1]  # every 3 steps, at each episode end, and flush()
@@ -149,7 +152,7 @@ def test_weights_are_swapped_only_at_an_episode_boundary(graphs: dict[str, Path]
     assert reported == [3, 4] and mode.counts["swaps"] == 1
     new = OnnxPolicy(graphs["mlp_v1"])
     for r in rows[5:]:
-        np.testing.assert_allclose(r.action, new(r.obs), atol=1e-6)
+        np.testing.assert_allclose(r.action, new(r.obs["policy"]), atol=1e-6)
     with pytest.raises(ValueError, match="obs_groups"):
         ctrl.set_policy(OnnxPolicy(graphs["other"]))
 
@@ -188,7 +191,7 @@ def test_reward_plugin_by_name_and_json_messages() -> None:
     plugin = PluginReward("builtins:len")  # any importable callable; its result is checked
     with pytest.raises(ValueError, match=r"return \(reward, done"):
         plugin.outcome({"policy": np.zeros(3, np.float32)})
-    with pytest.raises(ValueError, match="does not resolve"):
+    with pytest.raises(ValueError, match="--actor.reward_fn"):
         PluginReward("no_such_module_here:fn")
     topic = TopicReward()
     topic.on_json(json.dumps({"reward": 1.5, "intervention": True}))
@@ -217,11 +220,11 @@ def test_plugin_rewards_end_episodes(graphs: dict[str, Path]) -> None:
 
 
 def test_writer_spools_rows_and_episode_numbers_survive_a_restart(graphs: dict[str, Path], tmp_path: Path) -> None:
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+    schema = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
     ctrl = _controller(graphs["mlp"])
     with Spool(tmp_path / "s", "robot-1", schema) as spool:
-        counter = EpisodeCounter(spool.directory)
-        writer = SpoolWriter(spool, "policy", 1000, counter)
+        counter = EpisodeNumbers(spool.directory / EPISODE_FILE)
+        writer = SpoolWriter(spool, when_full="drop", max_buffered=1000, episodes=counter)
         ctrl.observer = ActorMode(ctrl, writer.submit, NoReward(), max_episode_steps=3)
         for k in range(7):
             ctrl.on_joint_state(k * 0.01, J, _state(k))
@@ -230,49 +233,16 @@ def test_writer_spools_rows_and_episode_numbers_survive_a_restart(graphs: dict[s
         assert writer.spooled == 6 and spool.unacked_count == 6
     keys = [(int(e), int(s)) for m in stored for e, s in zip(m.batch.episode, m.batch.step)]  # type: ignore[union-attr]
     assert keys == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
-    assert EpisodeCounter(tmp_path / "s").next_episode == 2  # a restarted node numbers its episodes from 2
-
-
-class GatedSpool:
-    """A spool whose disk hangs until ``gate`` is set."""
-
-    actor_id = "robot-1"
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-        self.appended = 0
-
-    def append(self, batch: wire.TransitionBatch) -> int:
-        self.gate.wait(10)
-        self.appended += len(batch)
-        return self.appended - 1
-
-
-def test_a_hung_disk_never_blocks_submit_and_overflow_is_counted(tmp_path: Path) -> None:
-    spool = GatedSpool()
-    writer = SpoolWriter(spool, "policy", 50, EpisodeCounter(tmp_path))  # type: ignore[arg-type]
-    row = Row(
-        np.zeros(6, np.float32), np.zeros(3, np.float32), 0.0, False, False, np.zeros(6, np.float32), 0, 0, 0, False
-    )
-    took = []
-    for k in range(20):
-        start = time.perf_counter()
-        writer.submit([row._replace(step=10 * k + i) for i in range(10)])
-        took.append(time.perf_counter() - start)
-    assert max(took) < 0.05
-    assert writer.buffered == 50 and writer.dropped == 150  # 5 batches wait (one of them at the hung disk)
-    spool.gate.set()
-    writer.close()
-    assert spool.appended == 50 and writer.buffered == 0
-    assert len(stack([row, row._replace(step=1)], "policy")) == 2
+    assert (
+        EpisodeNumbers(tmp_path / "s" / EPISODE_FILE).next_episode == 2
+    )  # a restarted node numbers its episodes from 2
 
 
 def test_settings_are_checked(graphs: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
-        ActorCfg(learner="nowhere").validate()
+        RobotActorCfg(learner="nowhere").validate()
     with pytest.raises(ValueError, match="reward_fn"):
-        ActorCfg(learner="127.0.0.1:1", reward="plugin").validate()
+        RobotActorCfg(learner="127.0.0.1:1", reward="plugin").validate()
     schema = tmp_path / "schema.json"
     schema.write_text(
         json.dumps(
@@ -280,9 +250,9 @@ def test_settings_are_checked(graphs: dict[str, Path], tmp_path: Path) -> None:
         )
     )
     with pytest.raises(ValueError, match="does not describe what this policy's loop records"):
-        RobotActor(ActorCfg(learner="127.0.0.1:1", schema=str(schema)), _controller(graphs["mlp"]))
+        RobotActor(RobotActorCfg(learner="127.0.0.1:1", schema=str(schema)), _controller(graphs["mlp"]))
     with pytest.raises(ValueError, match="not 'pendulum'"):
-        RobotActor(ActorCfg(learner="127.0.0.1:1", task="pendulum"), _controller(graphs["mlp"]))
+        RobotActor(RobotActorCfg(learner="127.0.0.1:1", task="pendulum"), _controller(graphs["mlp"]))
 
 
 # ---------------------------------------------------------------------------------------------------- with sockets
@@ -328,7 +298,7 @@ def test_ticks_stay_on_time_while_the_learner_is_absent_then_stopped(
 ) -> None:
     ctrl = _controller(graphs["mlp"]) if kind == "mlp" else _controller(graphs["chunk"], observation=["joint_pos"])
     port = _free_port()
-    cfg = ActorCfg(learner=f"127.0.0.1:{port}", spool=str(tmp_path / "spool"), chunk_steps=20, dead_after_s=0.6)
+    cfg = RobotActorCfg(learner=f"127.0.0.1:{port}", spool=str(tmp_path / "spool"), chunk_steps=20, dead_after_s=0.6)
     actor = RobotActor(cfg, ctrl)
     learner, ticker = None, Ticker(ctrl)
     try:
@@ -358,14 +328,14 @@ def test_ticks_stay_on_time_while_the_learner_is_absent_then_stopped(
 def test_a_learner_stand_in_stores_every_transition_once_and_its_weights_are_swapped_in(
     graphs: dict[str, Path], tmp_path: Path
 ) -> None:
-    from rslkit.realworld.transport_server import LearnerServer
-    from rslkit.realworld.transport_sink import MemorySink
+    from rslkit.link.server import LearnerServer
+    from rslkit.link.sink import MemorySink, TransitionsHandler
 
     ctrl = _controller(graphs["mlp"])
     sink = MemorySink()
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
-    with LearnerServer(schema, sink, "127.0.0.1:0") as server:
-        cfg = ActorCfg(
+    schema = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+    with LearnerServer([TransitionsHandler(schema, sink)], "127.0.0.1:0") as server:
+        cfg = RobotActorCfg(
             learner=server.address, id="arm-1", spool=str(tmp_path / "spool"), max_episode_steps=10, drain_s=10.0
         )
         actor = RobotActor(cfg, ctrl)
@@ -394,3 +364,19 @@ def test_a_learner_stand_in_stores_every_transition_once_and_its_weights_are_swa
     next_obs = np.concatenate([b.next_obs["policy"] for _, _, b in sink.received])
     done = np.concatenate([b.done for _, _, b in sink.received])
     np.testing.assert_array_equal(next_obs[:-1][~done[:-1]], obs[1:][~done[:-1]])  # within episodes: the next tick
+
+
+def test_the_running_episode_is_handed_over_at_least_every_spool_every_s(graphs: dict[str, Path]) -> None:
+    """A node killed mid-episode loses at most ``spool_every_s`` of it: rows leave without an episode end."""
+    ctrl = _controller(graphs["mlp"])
+    batches = Batches()
+    ctrl.observer = ActorMode(ctrl, batches, NoReward(), spool_every_s=0.05)
+    for k in range(23):
+        ctrl.on_joint_state(k * 0.01, J, _state(k))
+    assert batches.batches and len(batches.rows) >= 15  # no episode ended, yet the rows reached the writer
+    assert all(len(b) <= 6 for b in batches.batches)
+    off, held = _controller(graphs["mlp"]), Batches()
+    off.observer = ActorMode(off, held, NoReward(), spool_every_s=0.0)
+    for k in range(23):
+        off.on_joint_state(k * 0.01, J, _state(k))
+    assert not held.batches  # 0: at episode ends (and every batch_steps) only

@@ -10,12 +10,11 @@ from typing import Any
 
 import torch
 
-from rslkit.realworld.onpolicy_actor import ActorSummary, OnPolicyActor
+from rslkit.link.client import ActorClient, Backoff, ClientConfig
+from rslkit.realworld.onpolicy_actor import OnPolicyActor, RolloutSummary
 from rslkit.realworld.onpolicy_codec import codec_for
 from rslkit.realworld.onpolicy_config import OnPolicyActorCfg, OnPolicyLearnerCfg
 from rslkit.realworld.onpolicy_learner import PPOLearner, ReinFlowLearner
-from rslkit.realworld.rollout_client import RolloutClient
-from rslkit.realworld.transport_client import Backoff, ClientConfig
 from rslkit.recipes import build_run
 from rslkit.utils.checkpoint import save_checkpoint
 from rslkit.utils.config import to_dict
@@ -30,9 +29,9 @@ class Loop:
 
     learner: Any
     actors: list[OnPolicyActor] = field(default_factory=list)
-    clients: list[RolloutClient] = field(default_factory=list)
+    clients: list[ActorClient] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
-    summaries: dict[str, ActorSummary] = field(default_factory=dict)
+    summaries: dict[str, RolloutSummary] = field(default_factory=dict)
 
     def close(self) -> None:
         for actor in self.actors:
@@ -62,8 +61,8 @@ def add_actor(loop: Loop, task: str, algo: str, overrides: list[str], num_envs: 
     """An actor ``actor-<index>`` of ``num_envs`` envs connected to the loop's learner, run on a thread."""
     _, runner = build_run(task, algo, overrides, num_envs=num_envs, seed=index + 1)
     codec = codec_for(runner)
-    client = RolloutClient(f"127.0.0.1:{loop.learner.server.port}", f"actor-{index}", codec.schema(num_envs),
-                           config=FAST, seed=index)  # fmt: skip
+    client = ActorClient(f"127.0.0.1:{loop.learner.server.port}", f"actor-{index}", schema=codec.schema(num_envs),
+                         config=FAST, seed=index)  # fmt: skip
     actor = OnPolicyActor(codec, client, cfg or OnPolicyActorCfg(give_up_s=5.0, permit_timeout_s=2.0), seed=index)
     loop.actors.append(actor)
     loop.clients.append(client)

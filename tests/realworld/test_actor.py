@@ -14,15 +14,15 @@ from test_learner import make_learner
 from transport_helpers import FAST, needs_netns
 
 from rslkit.envs.registry import expert_for
-from rslkit.realworld import wire
-from rslkit.realworld.actor import Actor
+from rslkit.link import wire
+from rslkit.link.client import ActorClient
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import Transitions
+from rslkit.realworld.actor import Actor, restart_seed
 from rslkit.realworld.actor_config import ActorCfg
-from rslkit.realworld.defaults import realworld_overrides
+from rslkit.realworld.defaults import agent_defaults, as_overrides
 from rslkit.realworld.sim_robot import RealTimeCfg, RealTimeRobot
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.spool_writer import SpoolWriter
 from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.transport_client import ActorClient
 from rslkit.recipes import build_run
 
 pytestmark = needs_netns
@@ -46,7 +46,7 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
     learner = make_learner(None, max_iterations=2)
     learner.serve("127.0.0.1:0")
     assert learner.server is not None
-    env, runner = build_run("pendulum", "sac", realworld_overrides("pendulum"), num_envs=1, seed=3)
+    env, runner = build_run("pendulum", "sac", as_overrides("agent", agent_defaults("pendulum")), num_envs=1, seed=3)
     spool = Spool(tmp_path / "spool", "actor-0", transition_schema(env, runner.policy.obs_groups))
     client = ActorClient(f"127.0.0.1:{learner.server.port}", "actor-0", spool, config=FAST)
     cfg = ActorCfg(max_episodes=2, realtime=False, random_steps=50, first_weights_timeout_s=5.0)
@@ -70,40 +70,9 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
     assert [int(r["interventions"]) for r in rows] == [66, 66]
 
 
-def test_spool_writer_applies_the_reward_function_and_reports_failures(tmp_path: Path) -> None:
-    schema = wire.TransitionSchema({"policy": wire.ArraySpec((3,), "float32")}, wire.ArraySpec((1,), "float32"))
-    n = 5
-    batch = wire.TransitionBatch(
-        obs={"policy": np.zeros((n, 3), np.float32)},
-        next_obs={"policy": np.ones((n, 3), np.float32)},
-        action=np.zeros((n, 1), np.float32),
-        reward=np.zeros(n, np.float32),
-        done=np.arange(n) == n - 1,
-        truncated=np.zeros(n, bool),
-        episode=np.zeros(n, np.int64),
-        step=np.arange(n, dtype=np.int64),
-        policy_version=np.ones(n, np.int64),
-        intervention=np.zeros(n, bool),
-    )
-    spool = Spool(tmp_path / "a", "actor-0", schema)
-    writer = SpoolWriter(spool, lambda b: b.next_obs["policy"].sum(1))  # a "success classifier"
-    writer.put(batch)
-    writer.close()
-    assert writer.appended == n and writer.idle()
-    ((_, _, message),) = list(spool.pending())
-    decoded = wire.decode(message, schema)
-    assert isinstance(decoded, wire.Transitions)
-    np.testing.assert_array_equal(decoded.batch.reward, np.full(n, 3.0, np.float32))
-    spool.close()
-    bad = SpoolWriter(Spool(tmp_path / "b", "actor-0", schema), lambda b: np.zeros(2))
-    bad.put(batch)
-    with pytest.raises(RuntimeError, match="reward function returned shape"):
-        bad.close()
-
-
 def lone_actor(tmp_path: Path, task: str, cfg: ActorCfg, **kwargs: Any) -> Actor:
     """An actor whose learner never answers (nothing listens on its port)."""
-    sim, runner = build_run(task, "sac", realworld_overrides(task), num_envs=1, seed=0)
+    sim, runner = build_run(task, "sac", as_overrides("agent", agent_defaults(task)), num_envs=1, seed=0)
     env = RealTimeRobot(sim, cfg.robot) if cfg.realtime else sim
     spool = Spool(tmp_path / "spool", "actor-0", transition_schema(sim, runner.policy.obs_groups))
     with socket.socket() as s:
@@ -150,3 +119,48 @@ def test_hold_mode_stops_acting_while_the_learner_is_unreachable(tmp_path: Path)
     actor.client.close()
     assert summary.held_s >= 1.0
     assert summary.env_steps <= 20  # about 0.2 s of 50 Hz ticks before it gave the learner up
+
+
+def _spooled(spool: Spool) -> list[Transitions]:
+    return [wire.decode(m, spool.schema) for _, _, m in spool.pending()]  # type: ignore[misc]
+
+
+def test_the_running_episode_reaches_the_spool_every_second_and_success_is_not_printed_when_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A killed actor loses at most ``spool_every_s`` of its episode (pendulum: 20 steps of 0.05 s), not all of it;
+    a task without success prints no ``success None``."""
+    cfg = ActorCfg(max_env_steps=250, realtime=False, first_weights_timeout_s=0.0, drain_timeout_s=0.0)
+    assert cfg.spool_every_s == 1.0  # the default
+    actor = lone_actor(tmp_path, "pendulum", cfg)
+    assert actor.spool_steps == 20
+    actor.run()
+    actor.client.close()
+    messages = _spooled(actor.spool)
+    assert [len(m.seq) for m in messages] == [20] * 12 + [10]  # episode 0 ends at step 200, episode 1 is cut at 50
+    assert not messages[0].batch.done.any()  # handed over mid-episode
+    out = capsys.readouterr().out
+    assert "episode 0: return" in out and "success" not in out
+    actor.spool.close()
+
+
+def test_a_restarted_actor_does_not_replay_its_random_stream(tmp_path: Path) -> None:
+    """Same seed, same actor directory, restarted: new random actions (and a new env seed); a fresh directory
+    with the same seed repeats the first run exactly."""
+    assert restart_seed(7, 0) == 7 and restart_seed(7, 1) != restart_seed(7, 2) != 7
+
+    def first_actions(directory: Path) -> np.ndarray:
+        cfg = ActorCfg(max_env_steps=30, random_steps=30, realtime=False, first_weights_timeout_s=0.0,
+                       drain_timeout_s=0.0)  # fmt: skip
+        actor = lone_actor(directory, "pendulum", cfg, seed=7)
+        actor.run()
+        actor.client.close()
+        actions = np.concatenate([m.batch.action for m in _spooled(actor.spool)])
+        actor.spool.close()
+        return actions
+
+    first = first_actions(tmp_path / "a")
+    again = first_actions(tmp_path / "b")  # another, fresh directory: one uninterrupted run is reproducible
+    restarted = first_actions(tmp_path / "a")  # the same directory: a restart
+    np.testing.assert_array_equal(first, again)
+    assert restarted.shape == (60, 1) and not np.allclose(restarted[30:], first[:30])

@@ -38,9 +38,9 @@ def test_bad_input_is_refused_with_a_clear_message(capsys: pytest.CaptureFixture
         main(["learner", "--task", "pendulum", "--learner.publish", "pickle"])
     with pytest.raises(ValueError, match="Unknown config field 'actor.max_episode'"):
         main(["actor", "--task", "pendulum", "--actor.max_episode", "3"])
-    with pytest.raises(ValueError, match="package.module:function"):
+    with pytest.raises(ValueError, match="package.module:attribute"):
         load_reward("not_a_reference")
-    with pytest.raises(ValueError, match="has no callable"):
+    with pytest.raises(ValueError, match="has no attribute 'no_such_function'"):
         load_reward("math:no_such_function")
     assert load_reward("numpy:ones_like") is not None
 
@@ -75,3 +75,32 @@ def test_resume_picks_the_newest_real_world_run_not_a_train_run(tmp_path: Path) 
     assert _latest_learner_run(args).name == "2026-01-02_00-00-00_realworld_b"
     with pytest.raises(FileNotFoundError, match="no real-world learner run"):
         _latest_learner_run(Namespace(logdir=str(tmp_path), task="so101-reach", run_dir=None))
+
+
+def test_a_refused_bind_creates_nothing(tmp_path: Path) -> None:
+    """A bind refused for missing TLS is refused before the run directory (and its journal) exists."""
+    with pytest.raises(ValueError, match="--tls_cert CERT.pem --tls_key KEY.pem") as refused:
+        main(["learner", "--task", "pendulum", "--bind", "10.1.2.3:50051", "--logdir", str(tmp_path)])
+    assert "--allow_insecure_remote" in str(refused.value) and "=True" not in str(refused.value)
+    assert not any(tmp_path.iterdir())
+
+
+def test_actor_target_errors_name_flags_and_come_first(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A target is HOST:PORT without a scheme; a remote one needs --tls_ca; both are said before anything is built
+    (no unrelated robot warning first)."""
+    logdir = ["--logdir", str(tmp_path)]
+    with pytest.raises(ValueError, match="HOST:PORT without a scheme"):
+        main(["actor", "--task", "pendulum", "--target", "http://10.1.2.3:50051", *logdir])
+    with pytest.raises(ValueError, match="Pass --tls_ca CA.pem") as refused:
+        main(["actor", "--task", "pendulum", "--target", "10.1.2.3:50051", *logdir])
+    assert "tls=" not in str(refused.value) and "allow_insecure_remote=True" not in str(refused.value)
+    assert "Cannot read the joints" not in caplog.text and not any(tmp_path.iterdir())
+
+
+def test_without_grpc_the_loop_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "grpc", None)  # as if grpcio were not installed
+    assert main(["learner", "--task", "pendulum"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "pip install 'rslkit[realworld]'" in err

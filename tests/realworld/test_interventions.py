@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from rslkit.realworld.interventions import EpisodeCounter, ScriptedHuman, as_action
+from rslkit.realworld.interventions import InterventionCounter, ScriptedHuman, as_action
 
 EXPERT_ACTION = np.array([0.5, -0.5], np.float32)
 POLICY_ACTION = np.zeros(2, np.float32)
@@ -129,7 +129,7 @@ def test_arguments_and_actions_are_checked() -> None:
 
 
 def test_episode_counter_counts_separate_interventions() -> None:
-    counter = EpisodeCounter()
+    counter = InterventionCounter()
     counter.start_episode()
     for active in (False, True, True, False, True, False):
         counter.count(active)

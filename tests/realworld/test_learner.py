@@ -14,17 +14,17 @@ import torch
 from tensordict import TensorDict
 from transport_helpers import FAST, needs_netns, wait_until
 
-from rslkit.realworld import wire
-from rslkit.realworld.defaults import realworld_overrides
+from rslkit.link.client import ActorClient
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionBatch
+from rslkit.realworld.defaults import agent_defaults, as_overrides
 from rslkit.realworld.learner import RealWorldLearner
 from rslkit.realworld.learner_config import LearnerCfg
-from rslkit.realworld.spool import Spool
 from rslkit.realworld.task_schema import transition_schema
-from rslkit.realworld.transport_client import ActorClient
 from rslkit.recipes import build_run, load_run
 
 pytestmark = needs_netns
-OVERRIDES = [*realworld_overrides("pendulum"), "--agent.learning_starts", "20", "--agent.logger", ""]
+OVERRIDES = [*as_overrides("agent", agent_defaults("pendulum")), "--agent.learning_starts", "20", "--agent.logger", ""]
 
 
 def make_learner(run_dir: Path | None, max_iterations: int = 3, **cfg: Any) -> RealWorldLearner:
@@ -40,7 +40,7 @@ def make_learner(run_dir: Path | None, max_iterations: int = 3, **cfg: Any) -> R
 def batch(episode: int, steps: range, rng: np.random.Generator, human: np.ndarray | None = None, version: int = 1):
     n = len(steps)
     obs = rng.normal(size=(n, 3)).astype(np.float32)
-    return wire.TransitionBatch(
+    return TransitionBatch(
         obs={"policy": obs},
         next_obs={"policy": obs + 0.1},
         action=rng.uniform(-1, 1, (n, 1)).astype(np.float32),
@@ -148,12 +148,10 @@ def test_learner_refuses_settings_it_cannot_honour() -> None:
 
 
 def test_learner_pushes_onnx_policies_a_robot_without_torch_can_run(tmp_path: Path) -> None:
-    from rslkit.deploy.onnx_weights import onnx_policy_from_arrays, onnx_weight_arrays
+    from rslkit.deploy.onnx_weights import onnx_policy_from_arrays
 
-    cfg = LearnerCfg(publish="both")
-    factory = functools.partial(
-        RealWorldLearner, learner_cfg=cfg, onnx_arrays=functools.partial(onnx_weight_arrays, task="pendulum")
-    )
+    cfg = LearnerCfg(publish="both")  # the learner exports itself: no exporter is handed in
+    factory = functools.partial(RealWorldLearner, learner_cfg=cfg)
     _, learner = build_run("pendulum", "sac", OVERRIDES, num_envs=1, runner_cls=factory)
     assert isinstance(learner, RealWorldLearner)
     learner.serve("127.0.0.1:0")
@@ -188,4 +186,4 @@ def test_two_actors_feed_one_learner(tmp_path: Path) -> None:
     keys = learner.stored_keys()
     assert sorted(k for k in keys if k[0] == "arm-a") == [("arm-a", s) for s in range(24)]
     assert sorted(k for k in keys if k[0] == "arm-b") == [("arm-b", s) for s in range(36)]
-    assert learner.watermarks.snapshot() == {"arm-a": 23, "arm-b": 35}
+    assert learner.watermarks.snapshot()["seq"] == {"arm-a": 23, "arm-b": 35}

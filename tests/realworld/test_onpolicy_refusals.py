@@ -9,10 +9,10 @@ import numpy as np
 from onpolicy_helpers import FAST, Loop, add_actor, learner
 from transport_helpers import needs_netns, wait_until
 
-from rslkit.realworld import wire, wire_rollout
+from rslkit.link import wire
+from rslkit.link.client import ActorClient
+from rslkit.link.rollouts import PermitRequest, Rollout, RolloutSchema
 from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
-from rslkit.realworld.rollout_client import RolloutClient
-from rslkit.realworld.wire_rollout import Rollout, RolloutSchema
 
 pytestmark = needs_netns
 OVERRIDES = ["--agent.num_steps_per_env", "4", "--agent.algorithm.num_mini_batches", "2"]
@@ -41,10 +41,11 @@ def raw_rollout(r: Rollout, **arrays: np.ndarray) -> bytes:
 
 def _refused(port: int, schema: RolloutSchema, data: bytes) -> str:
     """Why the learner ended the stream on which ``data`` (a message of actor "bad") was sent."""
-    client = RolloutClient(f"127.0.0.1:{port}", "bad", schema, config=FAST)
+    client = ActorClient(f"127.0.0.1:{port}", "bad", schema=schema, config=FAST)
     try:
         assert client.wait_weights(0, 5.0) is not None
-        client._outbox.put(data)
+        assert client._stream is not None
+        client._stream.outbox.put(data)  # bytes no encoder would make
         wait_until(lambda: client.last_error is not None, 5.0, "the refusal")
         return str(client.last_error)
     finally:
@@ -63,8 +64,8 @@ def test_bad_rollouts_refused_learner_alive() -> None:
         "expected float32 [4, 4]": raw_rollout(good, step_reward=np.zeros((t, n + 1), np.float32)),
         "cast with": raw_rollout(good, step_log_prob=np.zeros((t, n), np.float64)),
         "missing arrays": wire.frame(_header(good), {}),
-        "schema mismatch": wire_rollout.encode(dataclasses.replace(good, **_other_schema(good, schema))),
-        "holds no permit": wire_rollout.encode(good),
+        "schema mismatch": wire.encode(dataclasses.replace(good, **_other_schema(good, schema))),
+        "holds no permit": wire.encode(good),
         "time-out must also be done": raw_rollout(good, step_time_out=np.ones((t, n), bool)),
     }
     try:
@@ -94,9 +95,9 @@ def _other_schema(r: Rollout, schema: RolloutSchema) -> dict:
 def test_actor_refuses_a_learner_of_another_schema() -> None:
     run = learner("point-reach", "ppo", OVERRIDES, OnPolicyLearnerCfg(0, 1, 4, 30.0), iterations=1)
     schema = dataclasses.replace(run.rollout_schema, envs=5)
-    client = RolloutClient(f"127.0.0.1:{run.server.port}", "other", schema, config=FAST)
+    client = ActorClient(f"127.0.0.1:{run.server.port}", "other", schema=schema, config=FAST)
     try:
-        assert client.request_permit(-1, 5.0) is None
+        assert client.request(PermitRequest("other", -1), "permit", 5.0) is None
         assert client.fatal is not None and "schema mismatch" in client.fatal
     finally:
         client.close()

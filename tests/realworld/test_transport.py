@@ -16,13 +16,13 @@ import grpc
 import numpy as np
 import pytest
 from transport_helpers import FAST, fill, needs_netns, serve, wait_until
-from wire_samples import SCHEMA
 
-from rslkit.realworld import transport, wire
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import ActorClient, Backoff, ClientConfig
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link import transport, wire
+from rslkit.link.client import ActorClient, Backoff, ClientConfig
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import MemorySink, TransitionsHandler
+from rslkit.link.spool import Spool
+from tests.link.wire_samples import SCHEMA
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(60)
 def test_robot_side_imports_without_torch() -> None:
     code = (
         "import sys\n"
-        "import rslkit.realworld.transport_client, rslkit.realworld.transport_server, rslkit.realworld.transport_sink\n"
+        "import rslkit.link.client, rslkit.link.server, rslkit.link.sink\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -51,11 +51,11 @@ def test_backoff_grows_to_its_bound_with_jitter() -> None:
 
 def test_remote_bind_without_tls_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="without TLS"):
-        LearnerServer(SCHEMA, MemorySink(), "0.0.0.0:0")
+        LearnerServer([TransitionsHandler(SCHEMA, MemorySink())], "0.0.0.0:0")
     with pytest.raises(ValueError, match="without TLS"), Spool(tmp_path / "s", "actor-0", SCHEMA) as spool:
         ActorClient("10.1.2.3:50051", "actor-0", spool)
     with pytest.raises(ValueError, match="HOST:PORT"):
-        LearnerServer(SCHEMA, MemorySink(), "127.0.0.1")
+        LearnerServer([TransitionsHandler(SCHEMA, MemorySink())], "127.0.0.1")
     assert transport.is_loopback("::1") and transport.is_loopback("127.0.0.2") and not transport.is_loopback("10.0.0.1")
 
 

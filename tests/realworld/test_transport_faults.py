@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from fault_proxy import FaultProxy
 from transport_helpers import FAST, fill, needs_netns, serve, wait_until
-from wire_samples import SCHEMA
 
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import ActorClient
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link.client import ActorClient
+from rslkit.link.sink import MemorySink
+from rslkit.link.spool import Spool
+from tests.link.wire_samples import SCHEMA
 
 pytestmark = [needs_netns, pytest.mark.timeout(90)]
 

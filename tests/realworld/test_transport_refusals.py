@@ -14,24 +14,25 @@ import numpy as np
 import pytest
 import safetensors.numpy
 from transport_helpers import FAST, fill, needs_netns, serve, wait_until
-from wire_samples import SCHEMA, frame, make_batch, mutate_bytes, split
 
-from rslkit.realworld import transport, wire
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import ActorClient
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link import transport, wire
+from rslkit.link.client import ActorClient
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import MemorySink
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import Transitions, TransitionSchema
+from tests.link.wire_samples import SCHEMA, frame, make_batch, mutate_bytes, split
 
 pytestmark = [needs_netns, pytest.mark.timeout(60)]
 TOKEN = "tok-123"
 MAX_BYTES = 64 << 10
-OTHER = wire.TransitionSchema({"policy": wire.ArraySpec((4,), "float32")}, wire.ArraySpec((2,), "float32"))
+OTHER = TransitionSchema({"policy": wire.ArraySpec((4,), "float32")}, wire.ArraySpec((2,), "float32"))
 
 
-def _transitions(first: int, n: int, schema: wire.TransitionSchema = SCHEMA, sender: str = "actor-0") -> bytes:
+def _transitions(first: int, n: int, schema: TransitionSchema = SCHEMA, sender: str = "actor-0") -> bytes:
     seq = np.arange(first, first + n, dtype=np.int64)
     batch = make_batch(n, np.random.default_rng(first), episode=first, schema=schema)
-    return wire.encode(wire.Transitions(sender, seq, batch, schema))
+    return wire.encode(Transitions(sender, seq, batch, schema))
 
 
 def _with_nan() -> bytes:
@@ -109,7 +110,7 @@ def test_bad_input_is_refused_with_its_status_and_logged(
 ) -> None:
     messages, meta, code, text = CASES[case]
     before = server.counts().get("refused", 0)
-    with caplog.at_level(logging.WARNING, logger="rslkit.realworld.transport_server"):
+    with caplog.at_level(logging.WARNING, logger="rslkit.link.server"):
         _, err = _raw_stream(server.address, messages, meta.get("actor", "actor-0"), meta.get("token", TOKEN))
     assert err.code() == code, err.details()
     assert text in err.details()

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from transport_helpers import FAST, FileSink, fill, needs_netns, serve, wait_until
-from wire_samples import SCHEMA
 
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import ActorClient
+from rslkit.link.client import ActorClient
+from rslkit.link.spool import Spool
+from tests.link.wire_samples import SCHEMA
 
 pytestmark = [needs_netns, pytest.mark.timeout(90)]
 LEARNER = Path(__file__).resolve().parent / "learner_proc.py"

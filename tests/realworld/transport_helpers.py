@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from wire_samples import SCHEMA, make_batch
 
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import Backoff, ClientConfig
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import SeqWatermarks
+from rslkit.link.client import Backoff, ClientConfig
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import TransitionsHandler, Watermarks
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import Transitions
+from tests.link.wire_samples import SCHEMA, make_batch
 
 needs_netns = pytest.mark.skipif(
     os.environ.get("RSLKIT_NETNS_TESTS") != "1",
@@ -46,7 +46,7 @@ def serve(sink: Any, port: int = 0, retry_s: float = 5.0, **kwargs: Any) -> Lear
     deadline = time.monotonic() + retry_s
     while True:
         try:
-            return LearnerServer(SCHEMA, sink, f"127.0.0.1:{port}", **kwargs)
+            return LearnerServer([TransitionsHandler(SCHEMA, sink)], f"127.0.0.1:{port}", **kwargs)
         except ValueError:
             if port == 0 or time.monotonic() > deadline:
                 raise
@@ -80,7 +80,7 @@ class FileSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.watermarks = SeqWatermarks()
+        self.watermarks = Watermarks()
         self.keys: Counter[tuple[str, int, int]] = Counter()  # (actor, episode, step) -> times stored
         self.duplicates = 0
         self._restore()
@@ -96,22 +96,23 @@ class FileSink:
                 f.truncate(keep)
         for line in data[:keep].splitlines():
             row = json.loads(line)
-            self.watermarks.new_rows(row["actor"], np.asarray(row["seq"]))
-            self.watermarks.advance(row["actor"], row["seq"][-1])
+            episode, step = np.asarray(row["episode"]), np.asarray(row["step"])
+            self.watermarks.new_rows(row["actor"], np.asarray(row["seq"]), episode, step)
+            self.watermarks.advance(row["actor"], row["seq"][-1], episode, step)
             self.keys.update((row["actor"], e, s) for e, s in zip(row["episode"], row["step"]))
 
-    def __call__(self, actor_id: str, message: wire.Transitions) -> int:
-        rows = self.watermarks.new_rows(actor_id, message.seq)
+    def __call__(self, actor_id: str, message: Transitions) -> int:
+        b = message.batch
+        rows = self.watermarks.new_rows(actor_id, message.seq, b.episode, b.step)
         self.duplicates += int((~rows).sum())
         if rows.any():
-            b = message.batch
             row = {"actor": actor_id, "seq": message.seq[rows].tolist()}
             row |= {"episode": b.episode[rows].tolist(), "step": b.step[rows].tolist()}
             self._file.write(json.dumps(row).encode() + b"\n")
             self._file.flush()
             os.fsync(self._file.fileno())
             self.keys.update((actor_id, e, s) for e, s in zip(row["episode"], row["step"]))
-        return self.watermarks.advance(actor_id, int(message.seq[-1]))
+        return self.watermarks.advance(actor_id, int(message.seq[-1]), b.episode[rows], b.step[rows])
 
     def close(self) -> None:
         self._file.close()

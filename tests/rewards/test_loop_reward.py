@@ -6,9 +6,9 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.data import Episode, load_demonstrations, read_lerobot_dataset, write_lerobot_dataset
+from rslkit.link.transitions import TransitionBatch
 from rslkit.realworld.rewards import load_reward
-from rslkit.realworld.wire import TransitionBatch
-from rslkit.rewards.loop_reward import LoopProgressReward
+from rslkit.rewards.loop_reward import LoopProgressReward, LoopRewardCfg
 from rslkit.rewards.progress_model import ProgressModel, ProgressModelCfg, save_progress_model
 from rslkit.rewards.value import value_step
 
@@ -81,17 +81,18 @@ def test_rewards_are_value_increments_kept_per_episode(critic):
         LoopProgressReward(str(path), progress_weight=0.0)
 
 
-def test_plugin_loads_by_name_and_refuses_bad_set_ups(critic, tmp_path, monkeypatch):
+def test_plugin_loads_by_name_with_typed_settings_and_refuses_bad_set_ups(critic, tmp_path):
     _, path = critic
-    monkeypatch.setenv("RSLKIT_REWARD_MODEL", str(path))
-    fn = load_reward("rslkit.rewards.loop_reward:from_env()")
-    assert isinstance(fn, LoopProgressReward)
+    fn = load_reward("learned", LoopRewardCfg(model=str(path), dead_band=0.1, scale=2.0))
+    assert isinstance(fn, LoopProgressReward) and (fn.dead_band, fn.scale) == (0.1, 2.0)
     with pytest.raises(ValueError, match="lack the critic's group 'policy'"):
         zeros = np.zeros((1, 3), np.float32)
         fn(TransitionBatch(**{**_batch(zeros, zeros, [0], [False]).__dict__, "obs": {"state": zeros}}))
-    monkeypatch.delenv("RSLKIT_REWARD_MODEL")
-    with pytest.raises(ValueError, match="RSLKIT_REWARD_MODEL"):
-        load_reward("rslkit.rewards.loop_reward:from_env()")
+    with pytest.raises(ValueError, match="--actor.learned_reward.model PATH"):
+        load_reward("learned", LoopRewardCfg())
+    assert load_reward("task") is None
+    with pytest.raises(ValueError, match="--actor.reward rslkit.rewards.loop_reward:nothing"):
+        load_reward("rslkit.rewards.loop_reward:nothing")
     camera_critic = ProgressModel(ProgressModelCfg(image_size=(8, 8), feature_dim=8))
     camera_critic.fit_goals(["a", "b"])
     cam_path = save_progress_model(camera_critic, tmp_path / "cam.safetensors")

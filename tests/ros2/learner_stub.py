@@ -22,9 +22,9 @@ from typing import TextIO
 
 import numpy as np
 
-from rslkit.realworld import wire
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import MemorySink, TransitionsHandler
+from rslkit.link.transitions import Transitions, TransitionSchema
 
 
 class KeySink(MemorySink):
@@ -34,7 +34,7 @@ class KeySink(MemorySink):
         super().__init__()
         self.out = out
 
-    def __call__(self, actor_id: str, message: wire.Transitions) -> int:
+    def __call__(self, actor_id: str, message: Transitions) -> int:
         before = len(self.received)
         watermark = super().__call__(actor_id, message)
         if self.out is not None:
@@ -56,7 +56,7 @@ class LearnerStub:
 
     def __init__(
         self,
-        schema: wire.TransitionSchema,
+        schema: TransitionSchema,
         port: int = 0,
         out: Path | None = None,
         weights: Path | None = None,
@@ -105,12 +105,12 @@ def main() -> None:
     parser.add_argument("--lifetime", type=float, default=120.0)
     args = parser.parse_args()
     assert "torch" not in sys.modules
-    schema = wire.TransitionSchema.from_json(json.loads(args.schema))
+    schema = TransitionSchema.from_json(json.loads(args.schema))
     out = open(args.out, "a") if args.out else None  # noqa: SIM115 - open for the process's life
     deadline = time.monotonic() + 5.0
     while True:  # a port just freed may still be held for a moment
         try:
-            server = LearnerServer(schema, KeySink(out), f"127.0.0.1:{args.port}")
+            server = LearnerServer([TransitionsHandler(schema, KeySink(out))], f"127.0.0.1:{args.port}")
             break
         except ValueError:
             if args.port == 0 or time.monotonic() > deadline:

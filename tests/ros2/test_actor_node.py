@@ -24,12 +24,13 @@ from std_msgs.msg import String
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.deploy.ros2.synthetic import mlp_policy
-from rslkit.realworld import wire
-from rslkit.realworld.transport_server import LearnerServer
-from rslkit.realworld.transport_sink import MemorySink
+from rslkit.link import wire
+from rslkit.link.server import LearnerServer
+from rslkit.link.sink import MemorySink, TransitionsHandler
+from rslkit.link.transitions import TransitionSchema
 
 JOINTS = ["j0", "j1", "j2"]
-SCHEMA = wire.TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
+SCHEMA = TransitionSchema({"policy": wire.ArraySpec((6,), "float32")}, wire.ArraySpec((3,), "float32"))
 PARAMS = {
     "joint_names": JOINTS,
     "observation": ["joint_pos", "last_action"],
@@ -89,7 +90,7 @@ def test_transitions_are_stored_once_and_weights_swap_at_episode_ends(
 ) -> None:
     new_policy = mlp_policy(tmp_path / "v1.onnx", 6, 3, hidden=(32, 32), control_rate_hz=200.0, seed=7)
     sink = MemorySink()
-    server = LearnerServer(SCHEMA, sink, "127.0.0.1:0")
+    server = LearnerServer([TransitionsHandler(SCHEMA, sink)], "127.0.0.1:0")
     try:
         flags = {"learner": server.address, "id": "arm-0", "spool": tmp_path / "spool", "reward": "json"}
         node, robot = launch(policies["mlp3"], {**flags, "max_episode_steps": 25, "drain_s": 10.0})

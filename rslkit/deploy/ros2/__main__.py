@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from rslkit.deploy.ros2.actor_config import REWARD_KINDS, ActorCfg, actor_flag_help
+from rslkit.deploy.ros2.actor_config import REWARD_KINDS, RobotActorCfg, actor_flag_help
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -29,7 +29,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--node-name", default="rslkit_policy", help="ROS node name")
     group = parser.add_argument_group("actor mode (real-world RL; docs/ros2.md)")
     helps = actor_flag_help()
-    for field in dataclasses.fields(ActorCfg):
+    for field in dataclasses.fields(RobotActorCfg):
         default = field.default if field.default is not dataclasses.MISSING else None
         kind = type(default) if isinstance(default, (int, float)) else str
         shown = f" (default: {default!r})" if default not in (None, "") else ""
@@ -45,20 +45,20 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def actor_cfg(args: argparse.Namespace) -> ActorCfg | None:
+def actor_cfg(args: argparse.Namespace) -> RobotActorCfg | None:
     """The actor mode's settings from ``--actor.*`` (None without ``--actor.learner``).
 
     Raises:
         ValueError: actor flags without ``--actor.learner``, or bad values.
     """
-    values = {f.name: getattr(args, f"actor_{f.name}") for f in dataclasses.fields(ActorCfg)}
+    values = {f.name: getattr(args, f"actor_{f.name}") for f in dataclasses.fields(RobotActorCfg)}
     if values["learner"] is None:
-        defaults = ActorCfg(learner="")
+        defaults = RobotActorCfg(learner="")
         changed = [f"--actor.{k}" for k, v in values.items() if k != "learner" and v != getattr(defaults, k)]
         if changed:
             raise ValueError(f"{', '.join(changed)} need --actor.learner HOST:PORT (the actor mode is off without).")
         return None
-    cfg = ActorCfg(**values)
+    cfg = RobotActorCfg(**values)
     cfg.validate()
     return cfg
 
@@ -84,7 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if actor is not None:  # the transport, spool and weight loader log through Python logging
+    if actor is not None:
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            print("error: --actor.learner needs gRPC: pip install 'rslkit[realworld]'", file=sys.stderr)
+            return 2
+        # the transport, spool and weight loader log through Python logging
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
     from rslkit.deploy.ros2.node import PolicyNode
 

@@ -8,8 +8,10 @@ the open transition has then no next observation of the policy's loop and is dro
 only between episodes (chunk policies: their next chunk is computed by the new policy, and each executed action is
 recorded with the version of the chunk that planned it).
 
-Nothing here waits: rows go to the writer thread (:mod:`~rslkit.deploy.ros2.actor_writer`), weights come ready
-from the loader thread (:mod:`~rslkit.deploy.ros2.actor_weights`), the network is the client's thread.
+Nothing here waits: rows go to the writer thread (:class:`~rslkit.link.spool_writer.SpoolWriter`, dropping rows
+rather than blocking when the disk falls behind), at least every ``spool_every_s`` seconds and at each episode end;
+weights come ready from the loader thread (:mod:`~rslkit.deploy.ros2.actor_weights`), the network is the client's
+thread (:class:`~rslkit.link.client.ActorClient`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,21 @@ from typing import Any
 import numpy as np
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
-from rslkit.deploy.ros2.actor_config import ActorCfg, schema_json
+from rslkit.deploy.ros2.actor_config import RobotActorCfg, schema_json
 from rslkit.deploy.ros2.actor_rewards import RewardSource, make_reward_source
 from rslkit.deploy.ros2.actor_weights import WeightLoader
-from rslkit.deploy.ros2.actor_writer import EpisodeCounter, Row, SpoolWriter
 from rslkit.deploy.ros2.controller import ControlOutput, Log, PolicyController
-from rslkit.realworld import transport, wire
-from rslkit.realworld.spool import Spool
-from rslkit.realworld.transport_client import ActorClient, ClientConfig
+from rslkit.link import transport
+from rslkit.link.client import ActorClient, ClientConfig
+from rslkit.link.episodes import EpisodeNumbers
+from rslkit.link.spool import Spool
+from rslkit.link.spool_writer import SpoolWriter
+from rslkit.link.transitions import Row, TransitionSchema
+from rslkit.link.wire import ArraySpec
+
+EPISODE_FILE = "actor_episodes.json"
+"""Beside the spool's own files: the next episode number, so that (actor id, episode, step) keys never repeat
+across restarts of the node."""
 
 _Open = tuple[np.ndarray, np.ndarray, int, int]  # obs [D], action [A], policy version, step
 
@@ -44,6 +53,7 @@ class ActorMode:
         reward: the reward and episode-end source.
         first_episode: number of the first episode (episodes count up from it).
         batch_steps: rows handed to ``submit`` at most at once (also at each episode end).
+        spool_every_s: rows are handed to ``submit`` at least this often (seconds of the tick clock; 0: off).
         max_episode_steps: truncate an episode after this many transitions (0: never).
         version: the policy version running at start.
         take_weights: the newest ready ``(version, policy)`` or None (``WeightLoader.take``).
@@ -59,6 +69,7 @@ class ActorMode:
         *,
         first_episode: int = 0,
         batch_steps: int = 1000,
+        spool_every_s: float = 1.0,
         max_episode_steps: int = 0,
         version: int = 0,
         take_weights: Callable[[], tuple[int, OnnxPolicy] | None] | None = None,
@@ -73,7 +84,8 @@ class ActorMode:
                 "instruction). Run it without --actor.learner."
             )
         self.group = groups[0]
-        self.batch_steps, self.max_episode_steps = batch_steps, max_episode_steps
+        self.batch_steps, self.max_episode_steps, self.spool_every_s = batch_steps, max_episode_steps, spool_every_s
+        self._last_flush: float | None = None
         self.version = version
         self.take_weights, self.report_version = take_weights, report_version
         self.log: Log = logger or logging.getLogger(__name__)
@@ -101,6 +113,11 @@ class ActorMode:
             self._obs = obs
             if self._open is not None:
                 self._close_transition(obs)
+            if self._last_flush is None or not self._rows:
+                self._last_flush = now
+            elif self.spool_every_s and now - self._last_flush >= self.spool_every_s:
+                self.flush()
+                self._last_flush = now
             if self.episode is None:
                 self._between_episodes()
         except Exception as err:  # the control loop goes on whatever happens here
@@ -139,8 +156,9 @@ class ActorMode:
             self._warn_once("reward", f"actor: the reward source failed, transition dropped: {err!r}")
             return
         truncated = not done and self.max_episode_steps > 0 and step + 1 >= self.max_episode_steps
+        obs_g, next_g = {self.group: obs}, {self.group: next_obs}
         row = Row(
-            obs, action, reward, done or truncated, truncated, next_obs, self.episode, step, version, intervention
+            obs_g, action, reward, done or truncated, truncated, next_g, self.episode, step, version, intervention
         )
         self._rows.append(row)
         self.counts["transitions"] += 1
@@ -225,21 +243,21 @@ class RobotActor:
     """
 
     def __init__(
-        self, cfg: ActorCfg, controller: PolicyController, logger: Log | None = None, intra_op_threads: int = 1
+        self, cfg: RobotActorCfg, controller: PolicyController, logger: Log | None = None, intra_op_threads: int = 1
     ) -> None:
         cfg.validate()
         self.cfg, self.log = cfg, logger or logging.getLogger(__name__)
         meta = controller.policy.meta
         if cfg.task and meta.task != cfg.task:
             raise ValueError(f"The policy was exported from task {meta.task!r}, not {cfg.task!r} (--actor.task).")
-        self.schema = check_schema(wire.TransitionSchema.from_json(schema_json(cfg, meta)), controller)
+        self.schema = check_schema(TransitionSchema.from_json(schema_json(cfg, meta)), controller)
         token = cfg.read_token()
         tls = transport.ClientTLS.from_files(cfg.tls_ca, cfg.tls_server_name or None) if cfg.tls_ca else None
         self.spool = Spool(cfg.spool_dir, cfg.id, self.schema)
         self.client: ActorClient | None = None
         try:
-            episodes = EpisodeCounter(cfg.spool_dir)
-            self.writer = SpoolWriter(self.spool, next(iter(self.schema.obs)), cfg.max_buffered, episodes)
+            episodes = EpisodeNumbers(cfg.spool_dir / EPISODE_FILE)
+            self.writer = SpoolWriter(self.spool, when_full="drop", max_buffered=cfg.max_buffered, episodes=episodes)
             # spool polls every 50 ms (the transport's default is 20 ms): transitions come once per episode or
             # chunk_steps anyway, and fewer wake-ups of the network thread leave the control thread the CPU and GIL
             heartbeat = min(0.5, cfg.dead_after_s / 3)
@@ -252,6 +270,7 @@ class RobotActor:
                 make_reward_source(cfg.reward, cfg.reward_fn),
                 first_episode=episodes.next_episode,
                 batch_steps=cfg.batch_steps,
+                spool_every_s=cfg.spool_every_s,
                 max_episode_steps=cfg.max_episode_steps,
                 version=cfg.initial_version,
                 take_weights=self.loader.take,
@@ -309,16 +328,16 @@ class RobotActor:
         self.spool.close()
 
 
-def check_schema(schema: wire.TransitionSchema, controller: PolicyController) -> wire.TransitionSchema:
+def check_schema(schema: TransitionSchema, controller: PolicyController) -> TransitionSchema:
     """``schema`` if it describes what the controller records: its one observation group and its actions, float32.
 
     Raises:
         ValueError: naming the difference.
     """
     meta = controller.policy.meta
-    expected = wire.TransitionSchema(
-        {g: wire.ArraySpec(tuple(s), "float32") for g, s in meta.obs_groups.items()},
-        wire.ArraySpec((meta.action_dim,), "float32"),
+    expected = TransitionSchema(
+        {g: ArraySpec(tuple(s), "float32") for g, s in meta.obs_groups.items()},
+        ArraySpec((meta.action_dim,), "float32"),
     )
     if schema != expected:
         raise ValueError(

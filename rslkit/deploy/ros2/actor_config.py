@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from rslkit.deploy.metadata import PolicyMetadata
+from rslkit.link.transport import TOKEN_ENV, read_token_file
 
 RewardKind = Literal["topic", "json", "plugin", "none"]
 REWARD_KINDS: tuple[str, ...] = ("topic", "json", "plugin", "none")
@@ -16,7 +18,7 @@ MAX_BATCH_STEPS = 1000
 
 
 @dataclass
-class ActorCfg:
+class RobotActorCfg:
     """The actor mode of the ROS 2 node: record every control tick as a transition and stream it to a learner.
 
     Each flag is ``--actor.<field>``; ``learner`` turns the mode on.
@@ -29,7 +31,8 @@ class ActorCfg:
     spool: str = ""
     """Spool directory (empty: ``spool/<id>``); transitions wait here until the learner acknowledges them."""
     token: str = ""
-    """The learner's token (prefer ``token_file``: a flag shows in the process list)."""
+    """The learner's token (prefer ``token_file`` or the ``RSLKIT_TOKEN`` environment variable: a flag shows in the
+    process list)."""
     token_file: str = ""
     """A file holding the token."""
     tls_ca: str = ""
@@ -42,6 +45,8 @@ class ActorCfg:
     """A JSON file with the learner's ``TransitionSchema`` (``to_json``); empty: built from the policy's inputs."""
     chunk_steps: int = 0
     """Spool a batch every this many transitions (0: at each episode end), and at most every 1000."""
+    spool_every_s: float = 1.0
+    """Spool the running episode at least every this many seconds too (0: off): a killed node loses at most this."""
     max_episode_steps: int = 0
     """An episode is truncated after this many transitions (0: only the reward source ends episodes)."""
     reward: RewardKind = "topic"
@@ -77,8 +82,11 @@ class ActorCfg:
             raise ValueError("--actor.reward plugin needs --actor.reward_fn module:function (and only it uses one).")
         if self.chunk_steps < 0 or self.max_episode_steps < 0 or self.initial_version < 0:
             raise ValueError("--actor.chunk_steps, --actor.max_episode_steps and --actor.initial_version must be >= 0.")
-        if self.max_buffered < 1 or self.dead_after_s <= 0.1 or self.drain_s < 0:
-            raise ValueError("--actor.max_buffered must be >= 1, --actor.dead_after_s > 0.1, --actor.drain_s >= 0.")
+        if self.max_buffered < 1 or self.dead_after_s <= 0.1 or self.drain_s < 0 or not self.spool_every_s >= 0:
+            raise ValueError(
+                "--actor.max_buffered must be >= 1, --actor.dead_after_s > 0.1, --actor.drain_s and "
+                "--actor.spool_every_s >= 0."
+            )
 
     @property
     def spool_dir(self) -> Path:
@@ -91,16 +99,13 @@ class ActorCfg:
         return min(self.chunk_steps or MAX_BATCH_STEPS, MAX_BATCH_STEPS)
 
     def read_token(self) -> str | None:
-        """The token from ``token`` or ``token_file`` (None: the learner has none)."""
+        """The token from ``token``, ``token_file`` or the secret ``RSLKIT_TOKEN`` (None: the learner has none)."""
         if self.token_file:
-            text = Path(self.token_file).read_text().strip()
-            if not text:
-                raise ValueError(f"--actor.token_file '{self.token_file}' is empty.")
-            return text
-        return self.token or None
+            return read_token_file(self.token_file, "--actor.token_file")
+        return self.token or os.environ.get(TOKEN_ENV) or None
 
 
-def schema_json(cfg: ActorCfg, meta: PolicyMetadata) -> dict[str, Any]:
+def schema_json(cfg: RobotActorCfg, meta: PolicyMetadata) -> dict[str, Any]:
     """The transitions' schema as JSON: from ``cfg.schema``'s file, or the policy's inputs (float32 groups and action).
 
     Raises:
@@ -125,6 +130,7 @@ def actor_flag_help() -> dict[str, str]:
         "task": "refuse policies exported from another task",
         "schema": "TransitionSchema JSON file (default: from the policy's inputs)",
         "chunk_steps": "spool every K transitions (0: per episode; at most 1000 per batch)",
+        "spool_every_s": "spool the running episode at least every S seconds too (0: off)",
         "max_episode_steps": "truncate episodes after N transitions (0: never)",
         "reward": "reward source: topic (Float32 + Bool), json (String), plugin (--actor.reward_fn) or none",
         "reward_topic": "std_msgs/Float32 reward (reward topic) or std_msgs/String JSON (reward json)",

@@ -6,13 +6,14 @@ A source is asked once per transition, on the control thread, when the next obse
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
+
+from rslkit.utils.plugins import load_plugin
 
 Outcome = tuple[float, bool, bool]
 """``(reward, done, intervention)`` of one transition."""
@@ -100,7 +101,9 @@ class PluginReward:
     """
 
     def __init__(self, name: str) -> None:
-        self.fn = load_reward_fn(name)
+        self.fn = load_plugin(name, "--actor.reward_fn")
+        if not callable(self.fn):
+            raise ValueError(f"--actor.reward_fn {name}: {type(self.fn).__name__} is not callable.")
         self.name = name
 
     def outcome(self, next_obs: Mapping[str, np.ndarray]) -> Outcome:
@@ -114,24 +117,6 @@ class PluginReward:
 
     def episode_started(self) -> None:
         pass
-
-
-def load_reward_fn(name: str) -> Callable[[Mapping[str, np.ndarray]], Any]:
-    """The callable ``module:attribute`` names.
-
-    Raises:
-        ValueError: for a malformed name, a module that does not import, or an attribute that is not callable.
-    """
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"--actor.reward_fn must be module:function, got '{name}'.")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"--actor.reward_fn '{name}' does not resolve: {err}.") from None
-    if not callable(fn):
-        raise ValueError(f"--actor.reward_fn '{name}' is not callable.")
-    return fn
 
 
 def make_reward_source(kind: str, reward_fn: str = "") -> RewardSource:

@@ -26,7 +26,7 @@ from std_msgs.msg import Bool, Float32, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rslkit.deploy.onnx_policy import OnnxPolicy
-from rslkit.deploy.ros2.actor_config import ActorCfg
+from rslkit.deploy.ros2.actor_config import RobotActorCfg
 from rslkit.deploy.ros2.config import ControllerCfg
 from rslkit.deploy.ros2.controller import ControlOutput, PolicyController
 from rslkit.deploy.ros2.images import is_compressed_topic, require_decoder
@@ -98,7 +98,7 @@ class PolicyNode(Node):
     """
 
     def __init__(
-        self, policy_path: str | None = None, node_name: str = "rslkit_policy", actor: ActorCfg | None = None
+        self, policy_path: str | None = None, node_name: str = "rslkit_policy", actor: RobotActorCfg | None = None
     ) -> None:
         super().__init__(node_name)
         for name, (default, description) in PARAMETERS.items():  # read at start only: read-only
@@ -270,7 +270,7 @@ class PolicyNode(Node):
         if inputs is not None and inputs.takes_instruction:
             self.create_subscription(String, instruction_topic, self._on_instruction, 10)
 
-    def _make_reward_endpoints(self, actor: ActorCfg, robot_actor: RobotActor) -> None:
+    def _make_reward_endpoints(self, actor: RobotActorCfg, robot_actor: RobotActor) -> None:
         reward: Any = robot_actor.reward  # a TopicReward for the topic and json sources
         if actor.reward == "topic":
             self.create_subscription(Float32, actor.reward_topic, lambda m: reward.on_reward(m.data), 10)

@@ -1,4 +1,4 @@
-"""The wire format of the actor/learner loop: a small typed JSON header plus named arrays as safetensors bytes.
+"""The wire format of the actor/learner link: a small typed JSON header plus named arrays as safetensors bytes.
 
 One message, all integers little-endian::
 
@@ -17,6 +17,11 @@ the header (kind, exact field set, types, ranges, the sender's schema against th
 (exact names, shapes and dtypes from the schema, finite floats, booleans stored as 0/1, ordering rules). Any failure
 is a :class:`WireError`. :func:`encode` applies the same checks, so a sender finds a bad message before it is
 spooled or sent. Only numpy and safetensors are imported: the robot side runs this without torch.
+
+Message kinds live in one registry (:data:`KINDS`): this module registers the kinds every protocol shares
+(``ack``, ``weights``, ``heartbeat``); :mod:`rslkit.link.transitions` registers the off-policy loop's
+``transitions`` and :mod:`rslkit.link.rollouts` the on-policy loop's ``rollout``, ``permit_request`` and ``permit``.
+A receiver knows the kinds of the modules it imported.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -45,8 +50,6 @@ MAX_NDIM = 8
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 """Actor ids, sender ids and observation group names."""
 WEIGHT_NAME = re.compile(r"[A-Za-z0-9_.:/\-]{1,256}")
-TRANSITION_META = {"seq": "int64", "episode": "int64", "step": "int64", "policy_version": "int64"}
-TRANSITION_FLAGS = ("done", "truncated", "intervention")
 
 
 class WireError(ValueError):
@@ -95,106 +98,7 @@ class ArraySpec:
         return cls(tuple(obj["shape"]), obj["dtype"])
 
 
-@dataclass(frozen=True)
-class TransitionSchema:
-    """What the transitions of one task look like: observation groups and action, shapes without the batch dim.
-
-    Build it once from the env's spaces (:meth:`from_spaces`) on both sides. Rewards are float32; ``done``,
-    ``truncated`` and ``intervention`` are bool; ``seq``, ``episode``, ``step`` and ``policy_version`` are int64.
-    """
-
-    obs: Mapping[str, ArraySpec]
-    action: ArraySpec
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.obs, Mapping) or not self.obs:
-            raise WireError(f"obs must be a non-empty mapping group -> ArraySpec, got {self.obs!r}.")
-        for group, spec in self.obs.items():
-            check_name(group, "an observation group name")
-            if not isinstance(spec, ArraySpec):
-                raise WireError(f"obs[{group!r}] must be an ArraySpec, got {spec!r}.")
-        if not isinstance(self.action, ArraySpec):
-            raise WireError(f"action must be an ArraySpec, got {self.action!r}.")
-        object.__setattr__(self, "obs", dict(sorted(self.obs.items())))
-
-    @classmethod
-    def from_spaces(cls, observation_space: Any, action_space: Any, group: str = "policy") -> TransitionSchema:
-        """From gymnasium-like spaces (duck-typed: ``.shape``/``.dtype``; a ``Dict`` space's ``.spaces`` are groups).
-
-        Args:
-            observation_space: a ``Dict`` of groups, or one space (then named ``group``).
-            action_space: a ``Box`` (or ``Discrete``: shape ``()``, int64).
-        """
-        spaces = getattr(observation_space, "spaces", None)
-        groups = dict(spaces) if isinstance(spaces, Mapping) else {group: observation_space}
-        obs = {g: _spec_of(s, f"observation group {g!r}") for g, s in groups.items()}
-        return cls(obs, _spec_of(action_space, "action"))
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"obs": {group: spec}, "action": spec}``."""
-        return {"obs": {g: s.to_json() for g, s in self.obs.items()}, "action": self.action.to_json()}
-
-    @classmethod
-    def from_json(cls, obj: object) -> TransitionSchema:
-        """Parse :meth:`to_json`'s output; :class:`WireError` for anything else."""
-        obj = _fields(obj, {"obs", "action"}, "schema")
-        if not isinstance(obj["obs"], dict):
-            raise WireError(f"schema.obs must be an object of groups, got {obj['obs']!r}.")
-        groups = obj["obs"].items()
-        obs = {check_name(g, "an observation group name"): ArraySpec.from_json(s, f"schema.obs.{g}") for g, s in groups}
-        return cls(obs, ArraySpec.from_json(obj["action"], "schema.action"))
-
-
-def _spec_of(space: Any, what: str) -> ArraySpec:
-    shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
-    if shape is None or dtype is None:
-        raise WireError(f"the {what} space has no shape/dtype (not a Box?): build the TransitionSchema by hand.")
-    return ArraySpec(tuple(int(d) for d in shape), np.dtype(dtype).name)
-
-
 # ---------------------------------------------------------------------------------------------------- messages
-@dataclass(frozen=True, eq=False)
-class TransitionBatch:
-    """N consecutive transitions of one actor.
-
-    Attributes:
-        obs: ``{group: [N, *schema.obs[group].shape]}``; next_obs: the same, after the step.
-        action: ``[N, *schema.action.shape]``; reward: ``[N]`` float32.
-        done: ``[N]`` bool, the episode ended at this step (termination or truncation, as VecEnv's ``dones``).
-        truncated: ``[N]`` bool, it ended by a time limit (implies ``done``).
-        episode, step: ``[N]`` int64, the key of each transition with the actor id: (actor_id, episode, step).
-        policy_version: ``[N]`` int64, the weights version that chose the action.
-        intervention: ``[N]`` bool, a human (or scripted expert) chose the action.
-    """
-
-    obs: Mapping[str, np.ndarray]
-    action: np.ndarray
-    reward: np.ndarray
-    done: np.ndarray
-    truncated: np.ndarray
-    next_obs: Mapping[str, np.ndarray]
-    episode: np.ndarray
-    step: np.ndarray
-    policy_version: np.ndarray
-    intervention: np.ndarray
-
-    def __len__(self) -> int:
-        if np.ndim(self.reward) != 1 or len(self.reward) < 1:
-            raise WireError(f"reward must be [N] with N >= 1, got shape {np.shape(self.reward)}.")
-        return len(self.reward)
-
-
-@dataclass(frozen=True, eq=False)
-class Transitions:
-    """A batch of transitions from actor ``sender``; ``seq: [N]`` int64, per-actor sequence numbers, increasing."""
-
-    sender: str
-    seq: np.ndarray
-    batch: TransitionBatch
-    schema: TransitionSchema
-    kind: ClassVar[str] = "transitions"
-
-
 @dataclass(frozen=True)
 class Ack:
     """From the learner: ``acked[actor_id]`` is the highest seq up to which all of that actor's data is stored."""
@@ -225,18 +129,40 @@ class Heartbeat:
     kind: ClassVar[str] = "heartbeat"
 
 
-Message = Transitions | Ack | Weights | Heartbeat
-HEADER_FIELDS = {
-    "transitions": {"kind", "sender", "first_seq", "last_seq", "schema"},
-    "ack": {"kind", "sender", "acked"},
-    "weights": {"kind", "sender", "version"},
-    "heartbeat": {"kind", "sender", "time_ns", "policy_version", "next_seq"},
-    # the on-policy loop's kinds, defined and decoded by rslkit.realworld.wire_rollout
-    "rollout": {"kind", "sender", "rollout", "policy_version", "schema"},
-    "permit_request": {"kind", "sender", "last_rollout"},
-    "permit": {"kind", "sender", "rollout", "policy_version", "schema"},
-}
-ROLLOUT_KINDS = ("rollout", "permit_request", "permit")
+Message = Any
+"""A message of any registered kind (a frozen dataclass with ``kind`` and ``sender``)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One registered message kind.
+
+    Attributes:
+        name: the header's ``kind``.
+        cls: the message class (its ``kind`` class attribute is ``name``).
+        fields: the header's fields besides ``kind`` and ``sender``.
+        encode: ``message -> (header fields, arrays)``, validated (:class:`WireError` otherwise).
+        decode: ``(header, payload, schema) -> message``: validates the header's fields and the payload against the
+            receiver's ``schema`` (None when the receiver has none).
+    """
+
+    name: str
+    cls: type
+    fields: frozenset[str]
+    encode: Callable[[Any], tuple[dict[str, Any], dict[str, Any]]]
+    decode: Callable[[dict[str, Any], memoryview, Any], Any]
+
+
+KINDS: dict[str, Kind] = {}
+"""Every message kind a receiver in this process can decode, by name."""
+
+
+def register(kind: Kind) -> None:
+    """Add ``kind`` to :data:`KINDS` (once per kind name; registering the same class again is a no-op)."""
+    known = KINDS.get(kind.name)
+    if known is not None and known.cls is not kind.cls:
+        raise ValueError(f"message kind {kind.name!r} is registered already (by {known.cls.__qualname__}).")
+    KINDS[kind.name] = kind
 
 
 # ---------------------------------------------------------------------------------------------------- arrays
@@ -277,50 +203,6 @@ def _check_array(name: str, array: object, shape: tuple[int, ...], dtype: str) -
     _check_values(name, array)
 
 
-def _transition_arrays(seq: object, batch: TransitionBatch) -> dict[str, Any]:
-    if not isinstance(batch.obs, Mapping) or not isinstance(batch.next_obs, Mapping):
-        raise WireError("obs and next_obs must be mappings group -> array [N, ...].")
-    arrays: dict[str, Any] = {f"obs/{g}": a for g, a in batch.obs.items()}
-    arrays |= {f"next_obs/{g}": a for g, a in batch.next_obs.items()}
-    fields = ("action", "reward", "episode", "step", "policy_version") + TRANSITION_FLAGS
-    return arrays | {"seq": seq} | {f: getattr(batch, f) for f in fields}
-
-
-def _check_transitions(arrays: Mapping[str, Any], schema: TransitionSchema) -> None:
-    """Names, shapes, dtypes and values of a transition batch's arrays, and its ordering rules."""
-    expected = {f"{p}/{g}" for p in ("obs", "next_obs") for g in schema.obs} | set(TRANSITION_META)
-    _names(arrays, expected | {"action", "reward"} | set(TRANSITION_FLAGS), "transitions")
-    seq = arrays["seq"]
-    if not isinstance(seq, np.ndarray) or seq.ndim != 1 or len(seq) < 1:
-        raise WireError(f"array 'seq' must be [N] int64 with N >= 1, got {getattr(seq, 'shape', seq)!r}.")
-    n = len(seq)
-    for group, spec in schema.obs.items():
-        for prefix in ("obs", "next_obs"):
-            _check_array(f"{prefix}/{group}", arrays[f"{prefix}/{group}"], (n, *spec.shape), spec.dtype)
-    _check_array("action", arrays["action"], (n, *schema.action.shape), schema.action.dtype)
-    _check_array("reward", arrays["reward"], (n,), "float32")
-    for name, dtype in TRANSITION_META.items():
-        _check_array(name, arrays[name], (n,), dtype)
-        if arrays[name].min() < 0:
-            raise WireError(f"array {name!r} holds negative values; it counts from 0.")
-    for name in TRANSITION_FLAGS:
-        _check_array(name, arrays[name], (n,), "bool")
-    _check_order(arrays)
-
-
-def _check_order(arrays: Mapping[str, np.ndarray]) -> None:
-    if (np.diff(arrays["seq"]) <= 0).any():
-        raise WireError("sequence numbers must strictly increase within a batch.")
-    if (arrays["truncated"] & ~arrays["done"]).any():
-        raise WireError("a truncated transition must also be done (done = terminated or truncated).")
-    # sort-based, not np.unique(axis=0): that imports numpy.ma on first use, a ~30 ms stall under the GIL that a
-    # robot's control thread would feel on its first spool append
-    order = np.lexsort((arrays["step"], arrays["episode"]))
-    episode, step = arrays["episode"][order], arrays["step"][order]
-    if ((np.diff(episode) == 0) & (np.diff(step) == 0)).any():
-        raise WireError("(episode, step) keys repeat within the batch: each transition has its own key.")
-
-
 def _check_weights(arrays: Mapping[str, Any]) -> None:
     if not arrays:
         raise WireError("a weights message needs at least one array.")
@@ -333,37 +215,19 @@ def _check_weights(arrays: Mapping[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- encode
-def _header_and_arrays(message: Message) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The JSON header and the arrays of ``message``, validated."""
-    header: dict[str, Any] = {"kind": message.kind, "sender": check_name(message.sender, "sender")}
-    if isinstance(message, Transitions):
-        if not isinstance(message.schema, TransitionSchema) or not isinstance(message.batch, TransitionBatch):
-            raise WireError("Transitions needs a TransitionBatch and a TransitionSchema.")
-        arrays = _transition_arrays(message.seq, message.batch)
-        _check_transitions(arrays, message.schema)
-        first, last = int(arrays["seq"][0]), int(arrays["seq"][-1])
-        return header | {"first_seq": first, "last_seq": last, "schema": message.schema.to_json()}, arrays
-    if isinstance(message, Weights):
-        _check_weights(message.arrays)
-        return header | {"version": _int(message.version, "version")}, dict(message.arrays)
-    if isinstance(message, Ack):
-        acked = {check_name(a, "an acked actor id"): _int(s, f"acked[{a!r}]") for a, s in message.acked.items()}
-        return header | {"acked": acked}, {}
-    if isinstance(message, Heartbeat):
-        fields = ("time_ns", "policy_version", "next_seq")
-        return header | {f: _int(getattr(message, f), f) for f in fields}, {}
-    raise WireError(f"cannot encode {type(message).__name__}: expected one of Transitions, Ack, Weights, Heartbeat.")
-
-
 def encode(message: Message, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     """``message`` as bytes, after the checks :func:`decode` makes (:class:`WireError` if one fails).
 
     Args:
-        message: a :class:`Transitions`, :class:`Ack`, :class:`Weights` or :class:`Heartbeat`.
+        message: a message of a registered kind (:data:`KINDS`).
         max_bytes: the receiver's limit on one message.
     """
-    header, arrays = _header_and_arrays(message)
-    return frame(header, arrays, max_bytes)
+    kind = KINDS.get(getattr(message, "kind", None))  # type: ignore[arg-type]
+    if kind is None or not isinstance(message, kind.cls):
+        raise WireError(f"cannot encode {type(message).__name__}: expected a message of a kind of {sorted(KINDS)}.")
+    header: dict[str, Any] = {"kind": kind.name, "sender": check_name(getattr(message, "sender", None), "sender")}
+    fields, arrays = kind.encode(message)
+    return frame(header | fields, arrays, max_bytes)
 
 
 def frame(header: Mapping[str, Any], arrays: Mapping[str, np.ndarray], max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
@@ -401,7 +265,7 @@ def frame_size(prefix: bytes) -> int:
     return PREFIX_BYTES + header_len + payload_len
 
 
-def _unframe(data: bytes, max_bytes: int) -> tuple[dict[str, Any], memoryview]:
+def unframe(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict[str, Any], memoryview]:
     """The parsed JSON header (kind and field names checked) and the payload bytes of a checked frame."""
     try:
         view = memoryview(data).cast("B")
@@ -443,9 +307,9 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise WireError(f"header must be a JSON object, got {type(obj).__name__}.")
     kind = obj.get("kind")
-    if not isinstance(kind, str) or kind not in HEADER_FIELDS:
-        raise WireError(f"unknown message kind {kind!r}; known: {', '.join(HEADER_FIELDS)}.")
-    _fields(obj, HEADER_FIELDS[kind], f"{kind} header")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise WireError(f"unknown message kind {kind!r}; known: {', '.join(sorted(KINDS))}.")
+    _fields(obj, {"kind", "sender"} | KINDS[kind].fields, f"{kind} header")
     check_name(obj["sender"], "sender")
     return obj
 
@@ -464,62 +328,76 @@ def read_header(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, An
     The frame, checksum, kind, field names and sender are validated; the fields' values and the payload are not:
     use :func:`decode` before trusting a message's content.
     """
-    return _unframe(data, max_bytes)[0]
+    return unframe(data, max_bytes)[0]
 
 
-def decode(data: bytes, schema: TransitionSchema | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Message:
+def decode(data: bytes, schema: Any = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Message:
     """The message in ``data``, validated completely; :class:`WireError` for anything malformed.
 
     Args:
         data: one message as :func:`encode` made it.
-        schema: the receiver's schema, required for ``transitions`` (the sender's must equal it).
+        schema: the receiver's schema (a :class:`~rslkit.link.transitions.TransitionSchema` for transitions, a
+            :class:`~rslkit.link.rollouts.RolloutSchema` for rollouts and permits; other kinds need none).
         max_bytes: larger messages are refused before they are parsed.
     """
-    header, payload = _unframe(data, max_bytes)
-    kind, sender = header["kind"], header["sender"]
-    if kind in ROLLOUT_KINDS:
-        raise WireError(
-            f"a {kind} message belongs to the on-policy loop: decode it with rslkit.realworld.wire_rollout."
-        )
-    if kind == "transitions":
-        return _decode_transitions(header, payload, schema)
-    if kind == "weights":
-        version = _int(header["version"], "version")
-        arrays = _load_arrays(payload)
-        _check_weights(arrays)
-        return Weights(sender, version, arrays)
-    if kind == "ack":
-        if not isinstance(header["acked"], dict):
-            raise WireError(f"acked must be an object actor id -> seq, got {header['acked']!r}.")
-        acked = {check_name(a, "an acked actor id"): _int(s, f"acked[{a!r}]") for a, s in header["acked"].items()}
-        message: Message = Ack(sender, acked)
-    else:
-        message = Heartbeat(sender, *(_int(header[f], f) for f in ("time_ns", "policy_version", "next_seq")))
+    header, payload = unframe(data, max_bytes)
+    return decode_frame(header, payload, schema)
+
+
+def decode_frame(header: dict[str, Any], payload: memoryview, schema: Any = None) -> Message:
+    """The message of an :func:`unframe`'d frame (for a receiver that picks the schema by the header's kind)."""
+    return KINDS[header["kind"]].decode(header, payload, schema)
+
+
+def no_arrays(payload: memoryview, kind: str) -> None:
+    """Refuse a payload that holds arrays (kinds made of header fields only)."""
     _names(_load_arrays(payload), set(), kind)
+
+
+def _encode_ack(message: Ack) -> tuple[dict[str, Any], dict[str, Any]]:
+    acked = {check_name(a, "an acked actor id"): _int(s, f"acked[{a!r}]") for a, s in message.acked.items()}
+    return {"acked": acked}, {}
+
+
+def _decode_ack(header: dict[str, Any], payload: memoryview, schema: Any) -> Ack:
+    if not isinstance(header["acked"], dict):
+        raise WireError(f"acked must be an object actor id -> seq, got {header['acked']!r}.")
+    acked = {check_name(a, "an acked actor id"): _int(s, f"acked[{a!r}]") for a, s in header["acked"].items()}
+    no_arrays(payload, "ack")
+    return Ack(header["sender"], acked)
+
+
+def _encode_weights(message: Weights) -> tuple[dict[str, Any], dict[str, Any]]:
+    _check_weights(message.arrays)
+    return {"version": _int(message.version, "version")}, dict(message.arrays)
+
+
+def _decode_weights(header: dict[str, Any], payload: memoryview, schema: Any) -> Weights:
+    version = _int(header["version"], "version")
+    arrays = _load_arrays(payload)
+    _check_weights(arrays)
+    return Weights(header["sender"], version, arrays)
+
+
+HEARTBEAT_FIELDS = ("time_ns", "policy_version", "next_seq")
+
+
+def _encode_heartbeat(message: Heartbeat) -> tuple[dict[str, Any], dict[str, Any]]:
+    return {f: _int(getattr(message, f), f) for f in HEARTBEAT_FIELDS}, {}
+
+
+def _decode_heartbeat(header: dict[str, Any], payload: memoryview, schema: Any) -> Heartbeat:
+    message = Heartbeat(header["sender"], *(_int(header[f], f) for f in HEARTBEAT_FIELDS))
+    no_arrays(payload, "heartbeat")
     return message
 
 
-def _decode_transitions(header: dict[str, Any], payload: memoryview, schema: TransitionSchema | None) -> Transitions:
-    if schema is None:
-        raise WireError("decoding transitions needs the receiver's schema: pass schema=TransitionSchema(...).")
-    sent = TransitionSchema.from_json(header["schema"])
-    if sent != schema:
-        theirs, ours = (json.dumps(s.to_json(), sort_keys=True) for s in (sent, schema))
-        raise WireError(f"schema mismatch: the sender declares {theirs} but this receiver expects {ours}.")
-    first, last = _int(header["first_seq"], "first_seq"), _int(header["last_seq"], "last_seq")
-    arrays = _load_arrays(payload)
-    _check_transitions(arrays, schema)
-    if (int(arrays["seq"][0]), int(arrays["seq"][-1])) != (first, last):
-        raise WireError(f"header says seq {first}..{last} but the arrays hold {arrays['seq'][0]}..{arrays['seq'][-1]}.")
-    groups = {p: {g: arrays[f"{p}/{g}"] for g in schema.obs} for p in ("obs", "next_obs")}
-    fields = ("action", "reward", "done", "truncated", "episode", "step", "policy_version", "intervention")
-    batch = TransitionBatch(obs=groups["obs"], next_obs=groups["next_obs"], **{f: arrays[f] for f in fields})
-    return Transitions(header["sender"], arrays["seq"], batch, schema)
+register(Kind("ack", Ack, frozenset({"acked"}), _encode_ack, _decode_ack))
+register(Kind("weights", Weights, frozenset({"version"}), _encode_weights, _decode_weights))
+register(Kind("heartbeat", Heartbeat, frozenset(HEARTBEAT_FIELDS), _encode_heartbeat, _decode_heartbeat))
 
-
-# ---------------------------------------------------------------------------------------------------- for other codecs
-# The on-policy loop's messages (rslkit.realworld.wire_rollout) share the frame and the checks of this module.
-unframe = _unframe
+# ---------------------------------------------------------------------------------------------------- for other kinds
+# The kinds of rslkit.link.transitions and rslkit.link.rollouts share the frame and the checks of this module.
 load_arrays = _load_arrays
 check_int = _int
 check_fields = _fields

@@ -1,15 +1,16 @@
 """The gRPC contract between actor and learner: one bidirectional stream of raw wire messages, shared by both sides.
 
 There is no protobuf: the service is registered with grpc's generic handlers and every gRPC message is the bytes of
-one :mod:`rslkit.realworld.wire` frame, untouched (``request_deserializer=None``), so the only format on the wire is
-the one :func:`rslkit.realworld.wire.decode` validates::
+one :mod:`rslkit.link.wire` frame, untouched (``request_deserializer=None``), so the only format on the wire is the
+one :func:`rslkit.link.wire.decode` validates::
 
-    /rslkit.realworld.Learner/Stream   actor -> learner: transitions, heartbeat
-                                        learner -> actor: ack, weights
+    /rslkit.realworld.Learner/Stream   actor -> learner: heartbeat, transitions (or permit_request, rollout)
+                                        learner -> actor: ack, weights (and permit)
 
 Call metadata: ``rslkit-actor-id`` (the actor's id, the sender of every message it sends) and, when the learner has a
-token, ``authorization: Bearer <token>``. Only grpc and the standard library are imported (the robot side has no
-torch).
+token, ``authorization: Bearer <token>``. The token is a secret, so the command lines read it from a file
+(``--token_file``) or from the ``RSLKIT_TOKEN`` environment variable (never from a flag a process list shows). Only
+grpc and the standard library are imported (the robot side has no torch).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ ACTOR_ID_KEY = "rslkit-actor-id"
 AUTH_KEY = "authorization"
 REASON_KEY = "rslkit-reason"
 """Trailing metadata key of a stream the learner ended on purpose; the value ``replaced`` stops the old actor."""
+SERVER_TLS = "Pass --tls_cert CERT.pem --tls_key KEY.pem (and a token)"
+CLIENT_TLS = "Pass --tls_ca CA.pem (the ROS 2 node: --actor.tls_ca)"
+"""How to turn TLS on, named in refusals."""
 REPLACED = "replaced"
 LEARNER_ID = "learner"
 """The sender id of the learner's messages (ack, weights)."""
@@ -85,6 +89,8 @@ class ClientTLS:
 
 def split_address(address: str) -> tuple[str, int]:
     """``("127.0.0.1", 50051)`` from ``"127.0.0.1:50051"`` (``"[::1]:50051"`` for IPv6); ValueError otherwise."""
+    if "://" in address:
+        raise ValueError(f"the address must be HOST:PORT without a scheme (e.g. 10.0.0.2:50051), got {address!r}.")
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"address must be HOST:PORT (e.g. 127.0.0.1:50051, [::1]:50051), got {address!r}.")
@@ -107,18 +113,38 @@ def require_tls_off_loopback(address: str, secure: bool, allow_insecure_remote: 
     Args:
         address: ``host:port`` to serve or connect to.
         secure: whether TLS is configured.
-        what: the refused action, e.g. ``serve 10.0.0.2:50051``.
-        fix: how to configure TLS, e.g. ``pass tls=ServerTLS.from_files(cert, key) (and a token)``.
+        what: the refused action, ``serve`` or ``connect to``.
+        fix: how to configure TLS (:data:`SERVER_TLS`, :data:`CLIENT_TLS`).
 
     Raises:
-        ValueError: naming the action and the three ways out.
+        ValueError: an address that is not HOST:PORT, or one off loopback without TLS, naming the three ways out.
     """
     host, _ = split_address(address)
     if not secure and not is_loopback(host) and not allow_insecure_remote:
         raise ValueError(
-            f"refusing to {what} without TLS: actors' data and the token would cross the network in clear. {fix}, "
-            "use 127.0.0.1, or set allow_insecure_remote=True on a network you trust."
+            f"refusing to {what} {address} without TLS: actors' data and the token would cross the network in clear. "
+            f"{fix}, use 127.0.0.1, or pass --allow_insecure_remote on a network you trust."
         )
+
+
+TOKEN_ENV = "RSLKIT_TOKEN"
+"""The environment variable that may hold the token: a secret, kept off the command line (the usual practice for
+credentials), as an alternative to a token file."""
+
+
+def read_token_file(path: str | Path, flag: str) -> str:
+    """The token in the file ``path`` (surrounding whitespace stripped).
+
+    Raises:
+        ValueError: a missing or empty file, naming ``flag``.
+    """
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as err:
+        raise ValueError(f"{flag} {path}: cannot read it ({err.strerror}).") from None
+    if not text:
+        raise ValueError(f"{flag} {path} is empty.")
+    return text
 
 
 def bearer(token: str) -> str:
@@ -175,9 +201,7 @@ def actor_call_metadata(
     Raises:
         ValueError: ``target`` is not loopback, ``tls`` is None and ``allow_insecure_remote`` is False.
     """
-    require_tls_off_loopback(
-        target, tls is not None, allow_insecure_remote, f"connect to {target}", "Pass tls=ClientTLS.from_files(ca)"
-    )
+    require_tls_off_loopback(target, tls is not None, allow_insecure_remote, "connect to", CLIENT_TLS)
     auth = ((AUTH_KEY, bearer(token)),) if token else ()
     return ((ACTOR_ID_KEY, actor_id),) + auth
 

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from wire_samples import SCHEMA, make_batch, mutate_bytes, same
 
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
+from rslkit.link import wire
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionBatch, Transitions, TransitionSchema
 
 
-def _fill(directory: Path, sizes: list[int], segment_bytes: int = 1 << 20) -> list[wire.TransitionBatch]:
+def _fill(directory: Path, sizes: list[int], segment_bytes: int = 1 << 20) -> list[TransitionBatch]:
     rng = np.random.default_rng(0)
     batches = [make_batch(n, rng, episode=i) for i, n in enumerate(sizes)]
     with Spool(directory, "actor-0", SCHEMA, segment_bytes=segment_bytes) as spool:
@@ -32,7 +33,7 @@ def _seqs(spool: Spool) -> list[int]:
     out: list[int] = []
     for first, last, data in spool.pending():
         message = wire.decode(data, SCHEMA)
-        assert isinstance(message, wire.Transitions)
+        assert isinstance(message, Transitions)
         assert (int(message.seq[0]), int(message.seq[-1])) == (first, last)
         out += message.seq.tolist()
     return out
@@ -45,7 +46,7 @@ def test_append_pending_ack_and_reopen(tmp_path: Path) -> None:
     assert [spool.append(b) for b in batches] == [1, 3, 5, 7, 9]
     assert (spool.next_seq, spool.unacked_count, len(_segments(tmp_path))) == (10, 10, 3)
     for (first, last, data), batch in zip(spool.pending(), batches, strict=True):
-        expected = wire.Transitions("actor-0", np.arange(first, last + 1), batch, SCHEMA)
+        expected = Transitions("actor-0", np.arange(first, last + 1), batch, SCHEMA)
         assert same(wire.decode(data, SCHEMA), expected)
 
     size = spool.disk_bytes
@@ -97,7 +98,7 @@ def test_refuses_another_actor_another_schema_and_a_second_opener(tmp_path: Path
     _fill(tmp_path, [1])
     with pytest.raises(ValueError, match="belongs to actor 'actor-0', not 'actor-1': give each actor a directory"):
         Spool(tmp_path, "actor-1", SCHEMA)
-    other = wire.TransitionSchema(dict(SCHEMA.obs), wire.ArraySpec((3,), "float32"))
+    other = TransitionSchema(dict(SCHEMA.obs), wire.ArraySpec((3,), "float32"))
     with pytest.raises(ValueError, match="holds transitions of schema"):
         Spool(tmp_path, "actor-0", other)
     with pytest.raises(wire.WireError, match="actor_id must be"):

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save
 
-from rslkit.realworld import wire
+from rslkit.link import wire
+from rslkit.link.transitions import TransitionBatch, Transitions, TransitionSchema
 
-SCHEMA = wire.TransitionSchema(
+SCHEMA = TransitionSchema(
     {"policy": wire.ArraySpec((3,), "float32"), "pixels": wire.ArraySpec((2, 2, 1), "uint8")},
     wire.ArraySpec((2,), "float32"),
 )
@@ -29,12 +30,12 @@ def random_array(spec: wire.ArraySpec, n: int, rng: np.random.Generator) -> np.n
 
 
 def make_batch(
-    n: int, rng: np.random.Generator, episode: int = 0, start_step: int = 0, schema: wire.TransitionSchema = SCHEMA
-) -> wire.TransitionBatch:
+    n: int, rng: np.random.Generator, episode: int = 0, start_step: int = 0, schema: TransitionSchema = SCHEMA
+) -> TransitionBatch:
     """``n`` random transitions of ``schema``, steps ``start_step ..`` of ``episode``; the last one is done."""
     done = np.zeros(n, bool)
     done[-1] = True
-    return wire.TransitionBatch(
+    return TransitionBatch(
         obs={g: random_array(spec, n, rng) for g, spec in schema.obs.items()},
         action=random_array(schema.action, n, rng),
         reward=rng.standard_normal(n).astype(np.float32),
@@ -51,7 +52,7 @@ def make_batch(
 def sample_messages(rng: np.random.Generator) -> list[wire.Message]:
     """One valid message of each kind."""
     return [
-        wire.Transitions("actor-0", np.arange(10, 14, dtype=np.int64), make_batch(4, rng, episode=2), SCHEMA),
+        Transitions("actor-0", np.arange(10, 14, dtype=np.int64), make_batch(4, rng, episode=2), SCHEMA),
         wire.Ack("learner", {"actor-0": 13, "actor-1": 0}),
         wire.Weights("learner", 7, {"actor.0.weight": rng.standard_normal((4, 3)).astype(np.float32),
                                     "policy.onnx": rng.integers(0, 256, 32, dtype=np.uint8)}),
@@ -78,7 +79,7 @@ def arrays_of(message: wire.Message) -> dict[str, np.ndarray]:
     """Every array of a message, flat."""
     if isinstance(message, wire.Weights):
         return dict(message.arrays)
-    if isinstance(message, wire.Transitions):
+    if isinstance(message, Transitions):
         b = message.batch
         out = {f"obs/{g}": a for g, a in b.obs.items()} | {f"next_obs/{g}": a for g, a in b.next_obs.items()}
         names = ("action", "reward", "done", "truncated", "episode", "step", "policy_version", "intervention")
@@ -94,7 +95,7 @@ def same(a: wire.Message, b: wire.Message) -> bool:
         return a == b
     if isinstance(a, wire.Weights) and a.version != b.version:  # type: ignore[union-attr]
         return False
-    if isinstance(a, wire.Transitions) and a.schema != b.schema:  # type: ignore[union-attr]
+    if isinstance(a, Transitions) and a.schema != b.schema:  # type: ignore[union-attr]
         return False
     x, y = arrays_of(a), arrays_of(b)
     return x.keys() == y.keys() and all(

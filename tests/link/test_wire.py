@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 from wire_samples import SCHEMA, arrays_of, frame, make_batch, same, sample_messages, split
 
-from rslkit.realworld import wire
+from rslkit.link import wire
+from rslkit.link.transitions import TransitionBatch, Transitions, TransitionSchema
 
-PACKAGE = Path(__file__).resolve().parents[2] / "rslkit" / "realworld"
+PACKAGE = Path(__file__).resolve().parents[2] / "rslkit" / "link"
 
 
-def _transitions() -> wire.Transitions:
+def _transitions() -> Transitions:
     message = sample_messages(np.random.default_rng(0))[0]
-    assert isinstance(message, wire.Transitions)
+    assert isinstance(message, Transitions)
     return message
 
 
@@ -50,10 +51,10 @@ def test_schema_from_gymnasium_spaces_and_json() -> None:
     obs = gym.spaces.Dict(
         {"policy": gym.spaces.Box(-1, 1, (3,)), "pixels": gym.spaces.Box(0, 255, (2, 2, 1), np.uint8)}
     )
-    assert wire.TransitionSchema.from_spaces(obs, gym.spaces.Box(-1, 1, (2,))) == SCHEMA
-    single = wire.TransitionSchema.from_spaces(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(3))
-    assert single == wire.TransitionSchema({"policy": wire.ArraySpec((5,), "float32")}, wire.ArraySpec((), "int64"))
-    assert wire.TransitionSchema.from_json(json.loads(json.dumps(SCHEMA.to_json()))) == SCHEMA
+    assert TransitionSchema.from_spaces(obs, gym.spaces.Box(-1, 1, (2,))) == SCHEMA
+    single = TransitionSchema.from_spaces(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(3))
+    assert single == TransitionSchema({"policy": wire.ArraySpec((5,), "float32")}, wire.ArraySpec((), "int64"))
+    assert TransitionSchema.from_json(json.loads(json.dumps(SCHEMA.to_json()))) == SCHEMA
     with pytest.raises(wire.WireError, match="dtype must be one of"):
         wire.ArraySpec((2,), "complex64")
 
@@ -182,29 +183,30 @@ def test_encode_refuses_what_decode_would() -> None:
     seq = np.arange(3, dtype=np.int64)
     batch.obs["policy"][1, 0] = np.nan
     with pytest.raises(wire.WireError, match="'obs/policy' holds 1 non-finite"):
-        wire.encode(wire.Transitions("a", seq, batch, SCHEMA))
+        wire.encode(Transitions("a", seq, batch, SCHEMA))
     batch = make_batch(3, rng)
-    bad = wire.TransitionBatch(**{**batch.__dict__, "action": batch.action.astype(np.float64)})
+    bad = TransitionBatch(**{**batch.__dict__, "action": batch.action.astype(np.float64)})
     with pytest.raises(wire.WireError, match=r"astype\(np.float32\)"):
-        wire.encode(wire.Transitions("a", seq, bad, SCHEMA))
-    bad = wire.TransitionBatch(**{**batch.__dict__, "reward": [0.0, 1.0, 2.0]})
+        wire.encode(Transitions("a", seq, bad, SCHEMA))
+    bad = TransitionBatch(**{**batch.__dict__, "reward": [0.0, 1.0, 2.0]})
     with pytest.raises(wire.WireError, match="must be a numpy array"):
-        wire.encode(wire.Transitions("a", seq, bad, SCHEMA))
+        wire.encode(Transitions("a", seq, bad, SCHEMA))
     with pytest.raises(wire.WireError, match="sender must be"):
         wire.encode(wire.Heartbeat("actor 0", 0, 0, 0))
     with pytest.raises(wire.WireError, match="N >= 1"):
-        wire.encode(wire.Transitions("a", seq[:0], batch, SCHEMA))
+        wire.encode(Transitions("a", seq[:0], batch, SCHEMA))
 
 
 def test_encoding_transitions_imports_nothing_on_the_control_path() -> None:
     """The first encode must not import a module (numpy.ma once took ~30 ms under the GIL on a robot's first append)."""
     code = (
         "import sys, numpy as np\n"
-        "sys.path.insert(0, 'tests/realworld')\n"
+        "sys.path.insert(0, 'tests/link')\n"
         "from wire_samples import SCHEMA, make_batch\n"
-        "from rslkit.realworld import wire\n"
+        "from rslkit.link import wire\n"
+        "from rslkit.link.transitions import Transitions\n"
         "batch = make_batch(5, np.random.default_rng(0))\n"
-        "m = wire.Transitions('a', np.arange(5, dtype=np.int64), batch, SCHEMA)\n"
+        "m = Transitions('a', np.arange(5, dtype=np.int64), batch, SCHEMA)\n"
         "before = set(sys.modules)\n"
         "wire.decode(wire.encode(m), SCHEMA)\n"
         "assert set(sys.modules) == before, sorted(set(sys.modules) - before)\n"
@@ -215,8 +217,8 @@ def test_encoding_transitions_imports_nothing_on_the_control_path() -> None:
 def test_importing_the_robot_side_loads_no_torch() -> None:
     code = (
         "import sys, importlib, numpy as np\n"
-        f"for name in {sorted(TORCH_FREE)}: importlib.import_module('rslkit.realworld.' + name)\n"
-        "from rslkit.realworld import wire\n"
+        f"for name in {sorted(TORCH_FREE)}: importlib.import_module(name)\n"
+        "from rslkit.link import wire\n"
         "m = wire.Heartbeat('a', 1, 2, 3)\n"
         "assert wire.decode(wire.encode(m)) == m\n"
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
@@ -226,18 +228,22 @@ def test_importing_the_robot_side_loads_no_torch() -> None:
 
 FORBIDDEN = {"pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib", "eval", "exec", "allow_pickle"}
 TORCH_FREE = {
-    "wire", "spool", "spool_writer", "transport", "transport_client", "transport_server", "transport_sink",
-    "journal", "interventions", "teleop", "rewards",
+    *(f"rslkit.link.{m}" for m in (
+        "wire", "transitions", "rollouts", "segment_log", "spool", "journal", "spool_writer", "episodes",
+        "transport", "server", "sink", "client",
+    )),
+    "rslkit.realworld.interventions", "rslkit.realworld.teleop", "rslkit.realworld.rewards",
 }  # fmt: skip
 """The modules the robot side runs (no torch there); the learner, the torch actor and the simulated robot use torch."""
 
 
 def test_no_pickle_marshal_or_eval_in_the_package() -> None:
-    """Every name in the code of rslkit/realworld (docstrings, comments and methods such as ``module.eval()``
-    aside), like a grep that reads code; and no torch at all in the modules of the robot side."""
+    """Every name in the code of rslkit/link and rslkit/realworld (docstrings, comments and methods such as
+    ``module.eval()`` aside), like a grep that reads code; and no torch at all in the modules of the robot side."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        forbidden = FORBIDDEN | {"__import__"} | ({"torch"} if path.stem in TORCH_FREE else set())
+    for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "realworld").rglob("*.py")]):
+        module = "rslkit." + ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        forbidden = FORBIDDEN | {"__import__"} | ({"torch"} if module in TORCH_FREE else set())
         previous = None
         with path.open("rb") as f:
             for tok in tokenize.tokenize(f.readline):

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 from wire_samples import SCHEMA, arrays_of, frame, make_batch, mutate_bytes, same, sample_messages, split
 
-from rslkit.realworld import wire
+from rslkit.link import wire
+from rslkit.link.transitions import Transitions
 
 CASES = 2000
 LIMIT = 1 << 20
@@ -75,7 +76,7 @@ def mutate_arrays(arrays: dict[str, np.ndarray], r: random.Random) -> dict[str, 
 def _bases() -> list[wire.Message]:
     messages = sample_messages(np.random.default_rng(1))
     batch = make_batch(1, np.random.default_rng(2), episode=5, start_step=7)
-    return messages + [wire.Transitions("actor-9", np.array([0], np.int64), batch, SCHEMA)]
+    return messages + [Transitions("actor-9", np.array([0], np.int64), batch, SCHEMA)]
 
 
 def _modes() -> dict[str, Callable[[wire.Message, bytes, random.Random], bytes]]:

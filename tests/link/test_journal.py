@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from wire_samples import SCHEMA, make_batch
 
-from rslkit.realworld import wire
-from rslkit.realworld.journal import Journal
+from rslkit.link import wire
+from rslkit.link.journal import Journal
+from rslkit.link.transitions import Transitions
 
 
 def message(seq0: int, n: int, rng: np.random.Generator) -> bytes:
     seq = np.arange(seq0, seq0 + n, dtype=np.int64)
-    return wire.encode(wire.Transitions("actor-0", seq, make_batch(n, rng, episode=seq0), SCHEMA))
+    return wire.encode(Transitions("actor-0", seq, make_batch(n, rng, episode=seq0), SCHEMA))
 
 
 def seqs(journal: Journal, start: int = 0) -> list[int]:

@@ -1,13 +1,16 @@
-"""The learner's end of the transport: a gRPC server that takes actors' transitions, acknowledges them once its sink
-has stored them, and pushes the newest policy weights.
+"""The learner's end of the link: a gRPC server with one handler per message kind, acks, heartbeats and the newest
+policy weights.
 
-One bidirectional stream per actor (:mod:`rslkit.realworld.transport`). Each received message is validated by
-:func:`rslkit.realworld.wire.decode` against the learner's schema, then checked against the stream (sender = the
-actor id of the stream; consecutive seqs, increasing along the stream). A message that fails is refused: logged,
-counted, and that stream ends with INVALID_ARGUMENT and the reason, while every other stream goes on. A new stream of
-an actor that is still connected replaces the old one, which ends with ABORTED (trailing metadata
-``rslkit-reason: replaced``). A stream that sends nothing (not even a heartbeat) for ``idle_timeout_s`` ends with
-DEADLINE_EXCEEDED. Only numpy, grpc and safetensors are imported.
+One bidirectional stream per actor (:mod:`rslkit.link.transport`). Each received message is validated by
+:func:`rslkit.link.wire.decode` against the schema of the handler of its kind, then checked against the stream
+(sender = the actor id of the stream) and handed to that handler (:class:`Handler`: the off-policy loop's
+``transitions``, :class:`~rslkit.link.sink.TransitionsHandler`; the on-policy loop's ``permit_request`` and
+``rollout``, the on-policy learner). Heartbeats are answered by the server itself with an ack. A message that fails
+is refused: logged, counted, and that stream ends with INVALID_ARGUMENT (FAILED_PRECONDITION when its handler
+refuses it) and the reason, while every other stream goes on. A new stream of an actor that is still connected
+replaces the old one, which ends with ABORTED (trailing metadata ``rslkit-reason: replaced``). A stream that sends
+nothing (not even a heartbeat) for ``idle_timeout_s`` ends with DEADLINE_EXCEEDED. Only numpy, grpc and safetensors
+are imported.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
@@ -24,8 +27,7 @@ from typing import Any, NoReturn, Protocol
 import grpc
 import numpy as np
 
-from rslkit.realworld import transport, wire
-from rslkit.realworld.transport_sink import TransitionSink
+from rslkit.link import transport, wire
 
 DEFAULT_BIND = "127.0.0.1:50051"
 TICK_S = 0.05
@@ -33,26 +35,33 @@ TICK_S = 0.05
 log = logging.getLogger(__name__)
 
 
-class StreamHandler(Protocol):
-    """Another protocol on the same streams (the on-policy loop's permits and rollouts,
-    :mod:`rslkit.realworld.onpolicy_learner`): the server authenticates, decodes with :meth:`decode`, answers
-    heartbeats itself and hands every other message to :meth:`handle`; replies go out with
-    :meth:`LearnerServer.send`. Called from the streams' reader threads (several at once)."""
+class Refused(Exception):
+    """A handler refuses a message: the stream ends with INVALID_ARGUMENT (``precondition``: FAILED_PRECONDITION,
+    the message is well-formed but does not fit the learner's state) and ``text``."""
 
-    def decode(self, data: bytes, max_bytes: int) -> Any:
-        """The validated message in ``data``; raise :class:`~rslkit.realworld.wire.WireError` to refuse it."""
-
-    def handle(self, actor_id: str, stream: int, message: Any) -> None:
-        """Act on a message of ``actor_id`` on its stream number ``stream``; ValueError refuses it."""
-
-    def stream_ended(self, actor_id: str, stream: int) -> None:
-        """Stream ``stream`` of ``actor_id`` ended (replaced, refused, gone or the learner stopping)."""
-
-
-class _Refused(Exception):
-    def __init__(self, code: grpc.StatusCode, text: str) -> None:
+    def __init__(self, text: str, precondition: bool = False) -> None:
         super().__init__(text)
-        self.code, self.text = code, text
+        self.code = grpc.StatusCode.FAILED_PRECONDITION if precondition else grpc.StatusCode.INVALID_ARGUMENT
+        self.text = text
+
+
+class Handler(Protocol):
+    """Handles the messages of ``kinds`` on every stream. Called from the streams' reader threads (several at once).
+
+    Attributes:
+        kinds: the message kinds it takes (registered in :data:`rslkit.link.wire.KINDS`).
+        schema: the schema those messages are decoded against.
+    """
+
+    kinds: tuple[str, ...]
+    schema: Any
+
+    def handle(self, stream: Stream, message: Any) -> None:
+        """Act on a message of ``stream``'s actor; raise :class:`Refused` to refuse it as malformed, ValueError as
+        not fitting the learner's state (FAILED_PRECONDITION)."""
+
+    def stream_ended(self, stream: Stream) -> None:
+        """``stream`` ended (replaced, refused, gone or the learner stopping)."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +78,13 @@ class ActorInfo:
 
 
 @dataclass(eq=False)
-class _Session:
-    """One actor's stream: state shared by its reader thread and its writer (the gRPC handler)."""
+class Stream:
+    """One actor's stream: state shared by its reader thread, its writer (the gRPC handler) and the handlers.
+
+    Attributes:
+        actor_id: the actor's id (the sender of every message on it); number: the stream's number (from 1).
+        last_seq: the last transitions seq received on this stream (kept by the transitions handler).
+    """
 
     actor_id: str
     peer: str
@@ -89,6 +103,19 @@ class _Session:
     finished: bool = False  # the handler returned: the reader stops
     wake: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def acknowledge(self, acked: int, transitions: int) -> None:
+        """Send the actor's watermark ``acked`` next (``transitions`` were received in the message it answers)."""
+        with self.lock:
+            self.acked, self.ack_due = max(self.acked, acked), True
+            self.counts["transitions"] += transitions
+
+    def send(self, data: bytes) -> None:
+        """Queue ``data`` (an encoded message) for this stream, after any weights news."""
+        with self.lock:
+            self.outbox.append(data)
+        self.wake.set()
 
 
 @dataclass(frozen=True)
@@ -101,9 +128,7 @@ class LearnerServer:
     """Serves actors on ``bind`` from construction until :meth:`stop` (also a context manager).
 
     Args:
-        schema: the transitions' schema; messages of another schema are refused (None: with ``handler``).
-        sink: stores transitions and returns the actor's watermark (:class:`rslkit.realworld.transport_sink.
-            TransitionSink`); called from one thread at a time (None: transitions are refused).
+        handlers: one per message kind an actor may send besides heartbeats (a kind of two handlers: ValueError).
         bind: ``HOST:PORT`` (port 0: any free port, see :attr:`port`). A host other than loopback needs ``tls``.
         token: when set, actors must send it (``authorization: Bearer <token>``); others get UNAUTHENTICATED.
         tls: the learner's key pair; without it traffic is plain text (fine on loopback only).
@@ -112,13 +137,11 @@ class LearnerServer:
         idle_timeout_s: a stream silent this long (actors heartbeat far more often) is ended.
         keepalive_s: HTTP/2 ping interval, so a vanished actor's stream is noticed and freed.
         max_streams: concurrent streams; more are refused by gRPC (RESOURCE_EXHAUSTED).
-        handler: decodes and handles the messages of another protocol (:class:`StreamHandler`).
     """
 
     def __init__(
         self,
-        schema: wire.TransitionSchema | None,
-        sink: TransitionSink | None,
+        handlers: Sequence[Handler],
         bind: str = DEFAULT_BIND,
         *,
         token: str | None = None,
@@ -128,32 +151,33 @@ class LearnerServer:
         idle_timeout_s: float = 10.0,
         keepalive_s: float = 10.0,
         max_streams: int = 32,
-        handler: StreamHandler | None = None,
     ) -> None:
-        transport.require_tls_off_loopback(
-            bind, tls is not None, allow_insecure_remote, f"serve {bind}", "Pass tls=ServerTLS.from_files(cert, key)"
-        )
+        transport.require_tls_off_loopback(bind, tls is not None, allow_insecure_remote, "serve", transport.SERVER_TLS)
         if token is not None:
             transport.bearer(token)  # validates it
         if idle_timeout_s <= 0 or max_streams < 1 or max_message_bytes < wire.PREFIX_BYTES:
             raise ValueError("idle_timeout_s must be > 0, max_streams >= 1, max_message_bytes >= 24.")
-        if handler is None and (schema is None or sink is None):
-            raise ValueError("LearnerServer needs a schema and a sink for transitions, or a handler.")
-        self.schema, self.sink, self.token, self.handler = schema, sink, token, handler
-        self.max_message_bytes, self.idle_timeout_s = max_message_bytes, idle_timeout_s
+        self.handlers: dict[str, Handler] = {}
+        for handler in handlers:
+            for kind in handler.kinds:
+                if kind in self.handlers or kind not in wire.KINDS or kind in ("heartbeat", "ack", "weights"):
+                    raise ValueError(f"message kind {kind!r} is handled twice, unknown, or the server's own.")
+                self.handlers[kind] = handler
+        if not self.handlers:
+            raise ValueError("LearnerServer needs at least one handler (TransitionsHandler, an on-policy learner).")
+        self.token, self.max_message_bytes, self.idle_timeout_s = token, max_message_bytes, idle_timeout_s
         self._lock = threading.Lock()  # sessions, actors, weights, counts
-        self._sink_lock = threading.Lock()
-        self._sessions: dict[str, _Session] = {}
-        self._actors: dict[str, _Session] = {}  # the latest session of every actor ever connected
+        self._sessions: dict[str, Stream] = {}
+        self._actors: dict[str, Stream] = {}  # the latest session of every actor ever connected
         self._weights: _Published | None = None
         self._counts: Counter[str] = Counter()
         self._stopping = False
         options = transport.message_options(max_message_bytes) + transport.server_keepalive_options(keepalive_s)
         pool = futures.ThreadPoolExecutor(max_workers=max_streams + 2, thread_name_prefix="rslkit-learner")
         self._server = grpc.server(pool, options=options, maximum_concurrent_rpcs=max_streams)
-        handler = grpc.stream_stream_rpc_method_handler(self._stream)  # raw bytes both ways
+        method = grpc.stream_stream_rpc_method_handler(self._stream)  # raw bytes both ways
         self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(transport.SERVICE, {transport.METHOD: handler}),)
+            (grpc.method_handlers_generic_handler(transport.SERVICE, {transport.METHOD: method}),)
         )
         self.port = self._bind(bind, tls)
         self.address = f"{bind.rpartition(':')[0]}:{self.port}"
@@ -201,15 +225,18 @@ class LearnerServer:
             session = self._sessions.get(actor_id)
         if session is None or (stream is not None and session.number != stream):
             return False
-        with session.lock:
-            session.outbox.append(data)
-        session.wake.set()
+        session.send(data)
         return True
 
     def counts(self) -> dict[str, int]:
-        """Counters: streams, replaced, messages, transitions, heartbeats, refused, refused_<STATUS>, idle_closed."""
+        """Counters: streams, replaced, messages, transitions, heartbeats, every kind handled, refused,
+        refused_<STATUS>, idle_closed."""
         with self._lock:
-            return dict(self._counts)
+            counts = Counter(self._counts)
+            for session in self._actors.values():
+                with session.lock:
+                    counts.update(session.counts)
+            return dict(counts)
 
     def actors(self) -> dict[str, ActorInfo]:
         """Every actor seen since start, by id."""
@@ -260,10 +287,10 @@ class LearnerServer:
                     del self._sessions[session.actor_id]
             session.finished = True
             reader.join(timeout=1.0)
-            if self.handler is not None:
-                self.handler.stream_ended(session.actor_id, session.number)
+            for handler in dict.fromkeys(self.handlers.values()):
+                handler.stream_ended(session)
 
-    def _admit(self, context: grpc.ServicerContext) -> _Session:
+    def _admit(self, context: grpc.ServicerContext) -> Stream:
         """Check token and actor id; register the stream, replacing an older one of the same actor."""
         metadata, peer = context.invocation_metadata(), context.peer()
         if not transport.token_matches(metadata, self.token):
@@ -272,7 +299,7 @@ class LearnerServer:
             self._abort(
                 context,
                 grpc.StatusCode.UNAUTHENTICATED,
-                "wrong or missing token: give the actor the learner's token (ActorClient(token=...)).",
+                "wrong or missing token: give the actor the learner's token (--token_file, or RSLKIT_TOKEN).",
             )
         actor_id = next((v for k, v in metadata if k == transport.ACTOR_ID_KEY), None)
         try:
@@ -283,7 +310,7 @@ class LearnerServer:
             self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
         assert isinstance(actor_id, str)
         with self._lock:
-            session = _Session(actor_id, peer, number=self._counts["streams"] + 1)
+            session = Stream(actor_id, peer, number=self._counts["streams"] + 1)
             old, previous = self._sessions.get(actor_id), self._actors.get(actor_id)
             self._sessions[actor_id] = self._actors[actor_id] = session
             session.acked = previous.acked if previous is not None else -1  # answered to its first heartbeat
@@ -297,7 +324,7 @@ class LearnerServer:
         log.info("actor %s connected from %s", actor_id, peer)
         return session
 
-    def _read(self, session: _Session, requests: Iterator[bytes]) -> None:
+    def _read(self, session: Stream, requests: Iterator[bytes]) -> None:
         """The stream's reader thread: validate and store each message until the stream or the session ends."""
         try:
             for data in requests:
@@ -306,7 +333,7 @@ class LearnerServer:
                 self._handle(session, data)
                 session.wake.set()
             session.requests_ended = True
-        except _Refused as refusal:
+        except Refused as refusal:
             self._count("refused", f"refused_{refusal.code.name}")
             log.warning("refused a message from actor %s (%s): %s", session.actor_id, session.peer, refusal.text)
             session.error = (refusal.code, refusal.text)
@@ -318,19 +345,21 @@ class LearnerServer:
         finally:
             session.wake.set()
 
-    def _handle(self, session: _Session, data: bytes) -> None:
+    def _handle(self, session: Stream, data: bytes) -> None:
         try:
-            if self.handler is not None:
-                message = self.handler.decode(data, self.max_message_bytes)
-            else:
-                message = wire.decode(data, self.schema, self.max_message_bytes)
+            header, payload = wire.unframe(data, self.max_message_bytes)
+            kind = header["kind"]
+            handler = self.handlers.get(kind)
+            if handler is None and kind != "heartbeat":
+                takes = ", ".join(["heartbeat", *self.handlers])
+                raise Refused(f"this learner takes {takes}, not {kind}.")
+            message = wire.decode_frame(header, payload, handler.schema if handler is not None else None)
         except wire.WireError as err:
-            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from None
+            raise Refused(str(err)) from None
         if message.sender != session.actor_id:
-            text = f"message from sender {message.sender!r} on the stream of actor {session.actor_id!r}"
-            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, text)
+            raise Refused(f"message from sender {message.sender!r} on the stream of actor {session.actor_id!r}")
         session.last_seen = time.monotonic()
-        if isinstance(message, wire.Heartbeat):
+        if handler is None:  # a heartbeat: answered with the actor's watermark
             self._count("heartbeats")
             with session.lock:
                 session.policy_version, session.next_seq, session.ack_due = (
@@ -338,43 +367,14 @@ class LearnerServer:
                     message.next_seq,
                     True,
                 )
-        elif isinstance(message, wire.Transitions) and self.sink is not None:
-            self._store(session, message)
-        elif self.handler is not None and not isinstance(message, (wire.Transitions, wire.Ack, wire.Weights)):
-            try:
-                self.handler.handle(session.actor_id, session.number, message)
-            except ValueError as err:
-                raise _Refused(grpc.StatusCode.FAILED_PRECONDITION, str(err)) from None
-            self._count("messages", message.kind)
-        else:
-            raise _Refused(
-                grpc.StatusCode.INVALID_ARGUMENT, f"an actor sends transitions and heartbeats, not {message.kind}."
-            )
+            return
+        try:
+            handler.handle(session, message)
+        except ValueError as err:  # well-formed, but it does not fit the handler's state
+            raise Refused(str(err), precondition=True) from None
+        self._count("messages", *[kind] * (kind != "transitions"))
 
-    def _store(self, session: _Session, message: wire.Transitions) -> None:
-        first, last = int(message.seq[0]), int(message.seq[-1])
-        if last - first != len(message.seq) - 1:
-            raise _Refused(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"seqs {first}..{last} of {len(message.seq)} transitions are not consecutive.",
-            )
-        if first <= session.last_seq:
-            text = f"seqs {first}..{last} do not follow seq {session.last_seq}, sent before (non-monotonic)."
-            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, text)
-        session.last_seq = last
-        assert self.sink is not None
-        with self._sink_lock:
-            try:
-                acked = self.sink(session.actor_id, message)
-            except ValueError as err:
-                raise _Refused(grpc.StatusCode.FAILED_PRECONDITION, str(err)) from None
-        if type(acked) is not int or acked < -1:
-            raise TypeError(f"the sink returned {acked!r}; it must return the actor's watermark, an int >= -1.")
-        self._count("messages", *["transitions"] * len(message.seq))
-        with session.lock:
-            session.acked, session.ack_due = max(session.acked, acked), True
-
-    def _write(self, session: _Session, context: grpc.ServicerContext) -> Iterator[bytes]:
+    def _write(self, session: Stream, context: grpc.ServicerContext) -> Iterator[bytes]:
         """The handler's side of the stream: acks and weights out, until the stream ends or must be ended."""
         while context.is_active():
             session.wake.wait(TICK_S)
@@ -384,7 +384,7 @@ class LearnerServer:
             if session.requests_ended:  # the actor closed its side: the last ack is out, the stream ends OK
                 return
 
-    def _check_end(self, session: _Session, context: grpc.ServicerContext) -> None:
+    def _check_end(self, session: Stream, context: grpc.ServicerContext) -> None:
         if session.replaced:
             context.set_trailing_metadata(((transport.REASON_KEY, transport.REPLACED),))
             self._abort(
@@ -405,7 +405,7 @@ class LearnerServer:
                 f"no message (not even a heartbeat) in {self.idle_timeout_s} s.",
             )
 
-    def _news(self, session: _Session) -> Iterator[bytes]:
+    def _news(self, session: Stream) -> Iterator[bytes]:
         """The ack (when due) and the newest weights the stream has not sent."""
         with session.lock:
             due, acked, session.ack_due = session.ack_due, session.acked, False

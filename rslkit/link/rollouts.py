@@ -1,4 +1,4 @@
-"""The on-policy loop's messages on the wire (:mod:`rslkit.realworld.wire`'s frame, its checks, no pickle).
+"""The on-policy loop's message kinds (:mod:`rslkit.link.wire`'s frame, its checks, no pickle).
 
 Three kinds, besides the heartbeats and weights of the SAC loop::
 
@@ -10,9 +10,10 @@ Three kinds, besides the heartbeats and weights of the SAC loop::
                                       (raw actions or ReinFlow's chains, behaviour log-probs, rewards, dones, ...),
                                       the rollout number of its permit and the weights version that acted
 
-:func:`decode` checks a rollout completely against the receiver's schema (names, shapes, dtypes, finite floats,
-0/1 booleans, ``time_out`` implies ``done``) and refuses anything else with a :class:`~rslkit.realworld.wire.
-WireError`. Only numpy and safetensors are imported.
+:func:`rslkit.link.wire.decode` checks a rollout completely against the receiver's schema (names, shapes, dtypes,
+finite floats, 0/1 booleans, ``time_out`` implies ``done``) and refuses anything else with a
+:class:`~rslkit.link.wire.WireError`. Importing this module registers the three kinds in
+:data:`rslkit.link.wire.KINDS`. Only numpy and safetensors are imported.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rslkit.realworld import wire
-from rslkit.realworld.wire import ArraySpec, WireError
+from rslkit.link import wire
+from rslkit.link.wire import ArraySpec, WireError
 
 REQUIRED_STEP = {"action": None, "log_prob": "float32", "reward": "float32", "done": "bool", "time_out": "bool"}
 """Per-step arrays every rollout holds (``action``'s dtype is the schema's); ``log_prob``, ``reward``, ``done`` and
@@ -126,9 +127,6 @@ class Permit:
     kind: ClassVar[str] = "permit"
 
 
-OnPolicyMessage = Rollout | PermitRequest | Permit
-
-
 def _check_rollout_arrays(arrays: Mapping[str, Any], schema: RolloutSchema) -> None:
     expected = {f"obs/{g}" for g in schema.obs} | {f"step/{n}" for n in schema.step}
     wire.check_array_names(arrays, expected, "rollout")
@@ -147,29 +145,29 @@ def _arrays(message: Rollout) -> dict[str, Any]:
     return {f"obs/{g}": a for g, a in message.obs.items()} | {f"step/{k}": a for k, a in message.step.items()}
 
 
-def encode(message: OnPolicyMessage, max_bytes: int = wire.DEFAULT_MAX_BYTES) -> bytes:
-    """``message`` as bytes, after the checks :func:`decode` makes (:class:`WireError` if one fails)."""
-    header: dict[str, Any] = {"kind": message.kind, "sender": wire.check_name(message.sender, "sender")}
+def _encode_request(message: PermitRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+    return {"last_rollout": wire.check_int(message.last_rollout, "last_rollout", low=-1)}, {}
+
+
+def _encode_granted(message: Permit | Rollout) -> tuple[dict[str, Any], dict[str, Any]]:
+    if not isinstance(message.schema, RolloutSchema):
+        raise WireError(f"a {message.kind} needs a RolloutSchema, got {message.schema!r}.")
+    header = {
+        "rollout": wire.check_int(message.rollout, "rollout"),
+        "policy_version": wire.check_int(message.policy_version, "policy_version"),
+        "schema": message.schema.to_json(),
+    }
     arrays: dict[str, Any] = {}
-    if isinstance(message, PermitRequest):
-        header["last_rollout"] = wire.check_int(message.last_rollout, "last_rollout", low=-1)
-    elif isinstance(message, (Permit, Rollout)):
-        if not isinstance(message.schema, RolloutSchema):
-            raise WireError(f"a {message.kind} needs a RolloutSchema, got {message.schema!r}.")
-        header["rollout"] = wire.check_int(message.rollout, "rollout")
-        header["policy_version"] = wire.check_int(message.policy_version, "policy_version")
-        header["schema"] = message.schema.to_json()
-        if isinstance(message, Rollout):
-            arrays = _arrays(message)
-            _check_rollout_arrays(arrays, message.schema)
-    else:
-        raise WireError(f"cannot encode {type(message).__name__}: expected Rollout, PermitRequest or Permit.")
-    return wire.frame(header, arrays, max_bytes)
+    if isinstance(message, Rollout):
+        arrays = _arrays(message)
+        _check_rollout_arrays(arrays, message.schema)
+    return header, arrays
 
 
-def _same_schema(header: dict[str, Any], schema: RolloutSchema | None, kind: str) -> RolloutSchema:
+def _same_schema(header: dict[str, Any], schema: Any, kind: str) -> RolloutSchema:
+    """The sender's schema; a receiver's :class:`RolloutSchema` must equal it."""
     sent = RolloutSchema.from_json(header["schema"])
-    if schema is not None and sent != schema:
+    if isinstance(schema, RolloutSchema) and sent != schema:
         raise WireError(
             f"{kind} schema mismatch: the sender declares {sent.describe()} but this receiver expects "
             f"{schema.describe()}: start learner and actors with the same --task, --num_envs, --algo and "
@@ -178,32 +176,31 @@ def _same_schema(header: dict[str, Any], schema: RolloutSchema | None, kind: str
     return sent
 
 
-def decode(
-    data: bytes, schema: RolloutSchema | None = None, max_bytes: int = wire.DEFAULT_MAX_BYTES
-) -> OnPolicyMessage | wire.Message:
-    """The message in ``data``, validated completely; :class:`WireError` for anything malformed.
+def _decode_request(header: dict[str, Any], payload: memoryview, schema: Any) -> PermitRequest:
+    wire.no_arrays(payload, "permit_request")
+    return PermitRequest(header["sender"], wire.check_int(header["last_rollout"], "last_rollout", low=-1))
 
-    Args:
-        data: one message (an on-policy kind, or a heartbeat / weights of :mod:`rslkit.realworld.wire`).
-        schema: the receiver's schema: required for rollouts, checked against permits when given.
-        max_bytes: larger messages are refused before they are parsed.
-    """
-    header, payload = wire.unframe(data, max_bytes)
-    kind, sender = header["kind"], header["sender"]
-    if kind not in wire.ROLLOUT_KINDS:
-        return wire.decode(data, None, max_bytes)
-    arrays = wire.load_arrays(payload)
-    if kind == "permit_request":
-        wire.check_array_names(arrays, set(), kind)
-        return PermitRequest(sender, wire.check_int(header["last_rollout"], "last_rollout", low=-1))
+
+def _decode_permit(header: dict[str, Any], payload: memoryview, schema: Any) -> Permit:
     rollout = wire.check_int(header["rollout"], "rollout")
     version = wire.check_int(header["policy_version"], "policy_version")
-    if kind == "permit":
-        wire.check_array_names(arrays, set(), kind)
-        return Permit(sender, rollout, version, _same_schema(header, schema, kind))
-    if schema is None:
-        raise WireError("decoding a rollout needs the receiver's schema: pass schema=RolloutSchema(...).")
-    _same_schema(header, schema, kind)
+    wire.no_arrays(payload, "permit")
+    return Permit(header["sender"], rollout, version, _same_schema(header, schema, "permit"))
+
+
+def _decode_rollout(header: dict[str, Any], payload: memoryview, schema: Any) -> Rollout:
+    rollout = wire.check_int(header["rollout"], "rollout")
+    version = wire.check_int(header["policy_version"], "policy_version")
+    if not isinstance(schema, RolloutSchema):
+        raise WireError("decoding a rollout needs the receiver's schema (a RolloutSchema).")
+    _same_schema(header, schema, "rollout")
+    arrays = wire.load_arrays(payload)
     _check_rollout_arrays(arrays, schema)
     obs = {g: arrays[f"obs/{g}"] for g in schema.obs}
-    return Rollout(sender, rollout, version, obs, {k: arrays[f"step/{k}"] for k in schema.step}, schema)
+    return Rollout(header["sender"], rollout, version, obs, {k: arrays[f"step/{k}"] for k in schema.step}, schema)
+
+
+GRANTED = frozenset({"rollout", "policy_version", "schema"})
+wire.register(wire.Kind("permit_request", PermitRequest, frozenset({"last_rollout"}), _encode_request, _decode_request))
+wire.register(wire.Kind("permit", Permit, GRANTED, _encode_granted, _decode_permit))
+wire.register(wire.Kind("rollout", Rollout, GRANTED, _encode_granted, _decode_rollout))

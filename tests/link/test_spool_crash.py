@@ -11,8 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
+from rslkit.link import wire
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import Transitions, TransitionSchema
 
 HERE = Path(__file__).resolve().parent
 ROUNDS = 4
@@ -22,10 +23,11 @@ import sys
 sys.path.insert(0, {str(HERE)!r})
 import numpy as np
 from wire_samples import make_batch
-from rslkit.realworld import wire
-from rslkit.realworld.spool import Spool
+from rslkit.link import wire
+from rslkit.link.spool import Spool
+from rslkit.link.transitions import TransitionSchema
 
-schema = wire.TransitionSchema(
+schema = TransitionSchema(
     {{"image": wire.ArraySpec((24, 24, 3), "uint8"), "state": wire.ArraySpec((6,), "float32")}},
     wire.ArraySpec((2,), "float32"),
 )
@@ -44,7 +46,7 @@ for episode in range(10**6):
         spool.ack(last - int(rng.integers(0, 5)))
         say(f"ack {{spool.acked}}")
 """
-BIG = wire.TransitionSchema(
+BIG = TransitionSchema(
     {"image": wire.ArraySpec((24, 24, 3), "uint8"), "state": wire.ArraySpec((6,), "float32")},
     wire.ArraySpec((2,), "float32"),
 )
@@ -95,7 +97,7 @@ def test_sigkill_loses_nothing_append_returned_and_duplicates_nothing(tmp_path: 
             seqs = []
             for *_, data in spool.pending():
                 message = wire.decode(data, BIG)  # intact: checksum, schema, values
-                assert isinstance(message, wire.Transitions)
+                assert isinstance(message, Transitions)
                 seqs += message.seq.tolist()
             assert spool.acked >= acked, "an ack that returned is durable"
             start = seqs[0] if seqs else spool.acked + 1
