@@ -27,6 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "realworld_pendulum.json"
 
@@ -101,7 +105,9 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=-200.0)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--logdir", default="/tmp/rslkit_bench_realworld")
-    args, extra = parser.parse_known_args()
+    parser.epilog = C.TRAIN_FLAGS_HELP
+    own, extra = C.split_train_flags()
+    args = parser.parse_args(own)
     logdir = Path(args.logdir)
     logdir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {

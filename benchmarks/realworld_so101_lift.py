@@ -17,8 +17,8 @@ The actor runs unpaced and in lockstep with the learner (``--actor.realtime fals
 episode waits until the learner did the updates it owes (UTD ``--utd``), so the curves measure sample efficiency
 in episodes, not this machine's speed. Success is the task's own (the cube ``lift_height`` up at the episode's end).
 After each run the learner's last checkpoint is also evaluated without exploration noise (``play.py --checkpoint RUN
---episodes --eval_episodes``: deterministic actions, one episode per env from fresh start states). ``--extra``
-passes more flags to every run (``--extra --agent.policy.num_critics 10``).
+--episodes --eval_episodes``: deterministic actions, one episode per env from fresh start states). Everything
+after ``--`` goes to every run (``-- --agent.policy.num_critics 10``).
 
 ``--learned_reward`` hides the task's reward from the learner (issue 15): a state progress critic is trained on
 ``--critic_demos`` other scripted episodes (``learned_reward_rl.train_critic``: half with action noise, graded on
@@ -42,6 +42,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "realworld_so101_lift.json"
@@ -188,9 +192,11 @@ def main() -> None:
     parser.add_argument("--reward_dead_band", type=float, default=0.02)
     parser.add_argument("--reward_accumulate", default="vlac", choices=["vlac", "sum"])
     parser.add_argument("--reward_progress_weight", type=float, default=1.0, help="0: the done classifier alone")
-    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags of every run (last)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON written after each configuration")
-    args = parser.parse_args()
+    parser.epilog = C.TRAIN_FLAGS_HELP
+    own, extra = C.split_train_flags()
+    args = parser.parse_args(own)
+    args.extra = extra
     torch.set_num_threads(1)
     logdir = Path(args.logdir)
     logdir.mkdir(parents=True, exist_ok=True)
