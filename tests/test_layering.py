@@ -98,6 +98,7 @@ def _loaded_after(statement: str) -> tuple[list[str], dict]:
 @pytest.mark.parametrize(
     ("statement", "highest"),
     [
+        ("import rslkit.link", "link"),
         ("import rslkit.envs", "envs"),
         ("import rslkit.envs.tasks", "envs"),
         ("import rslkit.envs.tasks.pendulum", "envs"),
