@@ -199,10 +199,11 @@ def test_training_ignores_camera_groups(tmp_path, task, algo, extra):
 def test_wrist_camera_sees_the_cube_between_the_jaws_while_grasping():
     """The lift expert's approach, grasp and lift: the cube fills >= 1 % of every wrist frame from step 20 on
     (the mount before 2026-12-06, behind the fixed jaw, showed it in none of them)."""
-    from rslkit.record import expert_policy
+    from rslkit.envs.expert import expert_policy
+    from rslkit.envs.registry import expert_for
 
     env = _lift(cameras=("wrist",), camera_width=32, camera_height=32)
-    expert = expert_policy("so101-lift", env)
+    expert = expert_policy(expert_for("so101-lift", env.cfg), env.device)
     obs = env.get_observations()
     shares = []
     for _ in range(60):
