@@ -17,9 +17,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from numpy._core.multiarray import _reconstruct  # type: ignore[attr-defined]  # what pickles of arrays call
 
 from rslkit.utils.atomic_write import atomic_open
+
+try:  # what pickles of arrays call: numpy._core in NumPy 2, numpy.core in NumPy 1 (pyproject admits both)
+    from numpy._core.multiarray import _reconstruct  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - NumPy 1
+    from numpy.core.multiarray import _reconstruct  # type: ignore[attr-defined,no-redef]
 
 CHECKPOINT_VERSION = 2
 """2: plain data only (1: the NumPy RNG state was a pickled ``ndarray``; such files still load, see below)."""
