@@ -100,22 +100,25 @@ def _eval(args: argparse.Namespace) -> dict[str, float]:
     return metrics
 
 
-def _relabel(args: argparse.Namespace) -> dict[str, float]:
-    from rslkit.link.spool_writer import RewardFn
+def _relabel(args: argparse.Namespace, settings: list[str]) -> dict[str, float]:
     from rslkit.realworld.relabel import relabel_dataset
-    from rslkit.rewards.loop_reward import LoopProgressReward
-    from rslkit.utils.plugins import load_plugin
+    from rslkit.realworld.rewards import load_reward
+    from rslkit.rewards.loop_reward import LoopRewardCfg
+    from rslkit.utils.config import apply_overrides
 
+    learned = LoopRewardCfg()
+    apply_overrides({"learned_reward": learned}, settings)
+    if settings and args.reward != "learned":
+        raise ValueError(f"--learned_reward.* settings are for --reward learned, not --reward {args.reward}.")
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise FileExistsError(f"--out {out} exists; choose another --out, or pass --overwrite to replace it.")
-    reward: RewardFn
-    if args.model:
-        reward = LoopProgressReward(
-            args.model, args.goal, args.dead_band, args.scale, args.done_bonus, args.accumulate, args.progress_weight
+    reward = load_reward(args.reward, learned, flag="--reward")
+    if reward is None:
+        raise ValueError(
+            "--reward task keeps the rewards the demonstrations were recorded with: nothing to relabel. Pass "
+            "--reward learned --learned_reward.model CRITIC, or --reward package.module:function."
         )
-    else:
-        reward = load_plugin(args.reward, "--reward")
     demos, rewards = relabel_dataset(args.demos, out, reward, args.obs_group, overwrite=args.overwrite)
     episodes = max(demos.num_episodes, 1)
     summary = {
@@ -162,23 +165,23 @@ def main(argv: list[str] | None = None) -> object:
         "relabel",
         help="replace the rewards of --agent.demo_path demonstrations with the actor's reward plug-in's",
         description="RLPD draws half of every batch from the demonstrations: their rewards must be the ones the "
-        "actor's --actor.reward gives online. Pass the same critic and RSLKIT_REWARD_* settings as the actor.",
+        "actor's --actor.reward gives online. Pass the same --reward and settings as the actor's.",
     )
     rl.add_argument("--demos", required=True, help="demonstrations: a LeRobotDataset v3.0 folder (rslkit.record)")
     rl.add_argument("--out", required=True, help="the relabelled LeRobotDataset v3.0 folder to write")
     rl.add_argument("--obs_group", default="policy", help="observation group observation.state is (the plug-in's)")
-    which = rl.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="a progress critic (model.safetensors): the loop_reward plug-in's rewards")
-    which.add_argument("--reward", help="any --actor.reward plug-in, package.module:function")
-    rl.add_argument("--goal", default=None, help="--model: language goal (default: the one it was trained on)")
-    rl.add_argument("--dead_band", type=float, default=0.02, help="--model: as RSLKIT_REWARD_DEAD_BAND")
-    rl.add_argument("--scale", type=float, default=1.0, help="--model: as RSLKIT_REWARD_SCALE")
-    rl.add_argument("--done_bonus", type=float, default=0.0, help="--model: as RSLKIT_REWARD_DONE_BONUS")
-    rl.add_argument("--accumulate", default="vlac", help="--model: as RSLKIT_REWARD_ACCUMULATE (vlac or sum)")
-    rl.add_argument("--progress_weight", type=float, default=1.0, help="--model: as RSLKIT_REWARD_PROGRESS_WEIGHT")
+    rl.add_argument(
+        "--reward",
+        required=True,
+        help="the actor's --actor.reward: 'learned' (the progress critic; its settings as on the actor, "
+        "--learned_reward.<field> for --actor.learned_reward.<field>: model, goal, dead_band, scale, done_bonus, "
+        "progress_weight, accumulate) or a plug-in package.module:function",
+    )
     rl.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     rl.add_argument("--overwrite", "--force", dest="overwrite", action="store_true", help="replace a dataset at --out")
-    args = parser.parse_args(argv)
+    args, settings = parser.parse_known_args(argv)
+    if settings and args.command != "relabel":
+        parser.error(f"unrecognized arguments: {' '.join(settings)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.command == "train":
@@ -188,7 +191,7 @@ def main(argv: list[str] | None = None) -> object:
             parser.error("--state_columns selects columns of the state: pass --state_group too")
         return _train(args)
     if args.command == "relabel":
-        return _relabel(args)
+        return _relabel(args, settings)
     return _eval(args)
 
 

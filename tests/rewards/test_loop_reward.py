@@ -149,7 +149,8 @@ def test_relabelled_demonstrations_get_the_plugins_rewards_episode_by_episode(cr
     # the CLI reads and writes LeRobot datasets, what --agent.demo_path reads
     src = _dataset(tmp_path / "demos", states[:7], [3, 4])
     out = tmp_path / "relabelled"
-    summary = main(["relabel", "--demos", str(src), "--model", str(path), "--dead_band", "0", "--out", str(out)])
+    learned = ["relabel", "--demos", str(src), "--reward", "learned", "--learned_reward.model", str(path)]
+    summary = main([*learned, "--learned_reward.dead_band", "0", "--out", str(out)])
     assert summary["episodes"] == 2 and summary["return_before"] == pytest.approx(7.0 * 7 / 2)
     # the last frame of an episode has no next observation in the dataset: it is scored against itself
     expected = np.concatenate(
@@ -164,8 +165,17 @@ def test_relabelled_demonstrations_get_the_plugins_rewards_episode_by_episode(cr
     assert relabelled.info["features"]["observation.state"]["names"] == ["a", "b", "c"]
     assert load_demonstrations(out)["reward"].shape == (7,), "SAC's --agent.demo_path reads what relabel wrote"
     with pytest.raises(FileExistsError, match="--out .* exists; choose another --out, or pass --overwrite"):
-        main(["relabel", "--demos", str(src), "--model", str(path), "--out", str(out)])
-    main(["relabel", "--demos", str(src), "--model", str(path), "--out", str(out), "--overwrite"])
+        main([*learned, "--out", str(out)])
+    main([*learned, "--out", str(out), "--overwrite"])
+    # the learned reward's settings are the actor's (--actor.learned_reward.<field>), for --reward learned only
+    other = tmp_path / "other"
+    with pytest.raises(ValueError, match="--learned_reward.\\* settings are for --reward learned"):
+        main(["relabel", "--demos", str(src), "--reward", "x:y", "--learned_reward.scale", "2", "--out", str(other)])
+    with pytest.raises(ValueError, match="Unknown config field 'learned_reward.nope'. Known fields: model, goal"):
+        main([*learned, "--learned_reward.nope", "1", "--out", str(other)])
+    with pytest.raises(ValueError, match="--reward task keeps the rewards"):
+        main(["relabel", "--demos", str(src), "--reward", "task", "--out", str(other)])
+    assert not other.exists()
 
 
 def _dataset(root, states: np.ndarray, lengths: list[int]):
