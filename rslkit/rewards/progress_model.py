@@ -178,7 +178,8 @@ def default_goal(model: ProgressModel, extra: dict) -> str:
     goals = [g for g in model.goal_table.goals if g not in distractors]
     if len(goals) != 1:
         raise ValueError(
-            f"The critic was trained on the goals {goals}; pick one (--reward.goal for train.py, --actor.learned_reward.goal for the actor)."
+            f"The critic was trained on the goals {goals}; pick one (--reward.goal for train.py, "
+            "--actor.learned_reward.goal for the actor)."
         )
     return goals[0]
 
