@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: transport_helpers imports tests.link
 
 from transport_helpers import FileSink, serve  # noqa: E402
 
