@@ -60,7 +60,7 @@ def _mean(values: deque) -> float | None:
 
 def run_rslkit(spec: dict[str, Any]) -> dict[str, Any]:
     from rslkit.envs.registry import make_env
-    from rslkit.realworld.defaults import agent_defaults, as_overrides
+    from rslkit.realworld.defaults import agent_defaults
     from rslkit.recipes import agent_cfg
     from rslkit.recipes.run import build_run
     from rslkit.runners.off_policy_runner import OffPolicyRunner
@@ -74,10 +74,11 @@ def run_rslkit(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         task = f"gym:{spec['env_id']}"
         over = ["--agent.episode_stats_window", str(spec["window"])]
+        fields = {}
         if spec["lib"] == "rslkit-utd":  # the real-world loop's recipe, with MuJoCo's usual 5000 random transitions
-            over = [*as_overrides("agent", agent_defaults(task)), "--agent.learning_starts", "5000", *over]
+            fields = {**agent_defaults(task), "learning_starts": 5000}
         env, runner = build_run(task, "sac", over, num_envs=1 if spec["lib"] == "rslkit-utd" else None,
-                                seed=spec["seed"])  # fmt: skip
+                                seed=spec["seed"], agent_fields=fields)  # fmt: skip
         assert isinstance(runner, OffPolicyRunner)
     build_s = time.perf_counter() - t0
     curve: list[tuple[float, int, float | None]] = []

@@ -171,13 +171,14 @@ def _shorthands(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _agent_overrides(args: argparse.Namespace, rest: list[str]) -> list[str]:
-    """The agent's overrides: the real-world defaults (SAC) or ``--pretrained`` (ReinFlow), then the user's."""
-    from rslkit.realworld.defaults import agent_defaults, as_overrides
+def _agent_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The agent settings a run starts from, before the user's ``--agent.*``: the real-world defaults (SAC) or
+    ``--pretrained`` (ReinFlow)."""
+    from rslkit.realworld.defaults import agent_defaults
 
     if args.algo == "sac":
-        return [*as_overrides("agent", agent_defaults(args.task)), *rest]
-    return (["--agent.pretrained", args.pretrained] if args.pretrained else []) + rest
+        return agent_defaults(args.task)
+    return {"pretrained": args.pretrained} if args.pretrained else {}
 
 
 # ---------------------------------------------------------------------------------------------------- learner
@@ -236,8 +237,8 @@ def run_learner(args: argparse.Namespace, overrides: list[str]) -> Any:
         run_dir = Path(args.run_dir) if args.run_dir else _new_run_dir(args)
         seed = 0 if args.seed is None else args.seed
         _, runner = build_run(
-            args.task, args.algo, _agent_overrides(args, rest), seed=seed, log_dir=run_dir, runner_cls=factory,
-            **common,
+            args.task, args.algo, rest, seed=seed, log_dir=run_dir, runner_cls=factory,
+            agent_fields=_agent_fields(args), **common,
         )  # fmt: skip
         if args.checkpoint:
             runner.load(args.checkpoint, weights_only=True)
@@ -391,7 +392,9 @@ def _sac_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str],
     seed = 0 if args.seed is None else args.seed
     actor_dir = _actor_dir(args)
     env_seed = restart_seed(seed, EpisodeNumbers(actor_dir / STATE_FILE).next_episode)  # a restart: new randomness
-    sim, runner = build_run(args.task, "sac", _agent_overrides(args, rest), num_envs=1, seed=env_seed, device="cpu")
+    sim, runner = build_run(
+        args.task, "sac", rest, num_envs=1, seed=env_seed, device="cpu", agent_fields=_agent_fields(args)
+    )
     model = runner.policy
     if not isinstance(model, SACModel):
         raise ValueError(f"--algo sac built a {type(model).__name__}, not SAC networks.")
@@ -427,7 +430,7 @@ def _onpolicy_actor(args: argparse.Namespace, actor_over: list[str], rest: list[
     seed = 0 if args.seed is None else args.seed
     num_envs = args.num_envs if args.num_envs is not None else OnPolicyLearnerCfg().actor_envs
     _, runner = build_run(
-        args.task, args.algo, _agent_overrides(args, rest), num_envs=num_envs, seed=seed, device="cpu"
+        args.task, args.algo, rest, num_envs=num_envs, seed=seed, device="cpu", agent_fields=_agent_fields(args)
     )
     codec = codec_for(runner)
     client = ActorClient(

@@ -50,12 +50,6 @@ def agent_defaults(task: str) -> AgentDefaults:
     return {**REALWORLD_AGENT, **TASK_AGENT.get(task, {})}
 
 
-def as_overrides(prefix: str, fields: dict[str, Any]) -> list[str]:
-    """``fields`` as ``--<prefix>.<path> <value>`` overrides, for a config that the command line's overrides build
-    (the recipes' ``build_run``): applied first, so the user's flags win."""
-    return [token for path, value in fields.items() for token in (f"--{prefix}.{path}", _text(value))]
-
-
 def actor_cfg(task: str, overrides: list[str]) -> ActorCfg:
     """The actor settings of ``task``: :class:`ActorCfg`'s defaults, then the task's, then ``overrides``."""
     cfg = ActorCfg()
@@ -63,7 +57,3 @@ def actor_cfg(task: str, overrides: list[str]) -> ActorCfg:
         setattr(cfg, path, value)
     apply_overrides({"actor": cfg}, overrides)
     return cfg
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)

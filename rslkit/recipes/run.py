@@ -98,10 +98,10 @@ def _assemble(
     _set_num_envs(env_cfg, num_envs)
     if max_iterations is not None:
         agent.max_iterations = max_iterations
-    for name, value in (agent_fields or {}).items():
-        if not hasattr(agent, name):
-            raise ValueError(f"--{name} does not apply to --algo {algo}.")
-        setattr(agent, name, value)
+    for path in agent_fields or {}:
+        if not hasattr(agent, path.split(".")[0]):
+            raise ValueError(f"--{path} does not apply to --algo {algo}.")
+    apply_settings(agent, agent_fields or {}, "agent")  # typed, before the command line's overrides
     env_cfg.seed = seed + dist.rank
     apply_sim(env_cfg, sim, spec.name)  # another backend than the checkpoint's is fine: the state layout is shared
     roots: dict[str, Any] = {"env": env_cfg, "agent": agent}
@@ -169,8 +169,8 @@ def build_run(
         algo: algorithm name (``ppo``, ``sac``, ``flow-bc``, ``reinflow``).
         overrides: command-line style overrides, ``["--env.num_envs", "64", "--agent.algorithm.gamma=0.98"]``.
         num_envs, seed, sim, max_iterations: the common flags; ``seed`` seeds the env (plus the rank) and every RNG.
-        agent_fields: top-level agent-config fields to set (``{"dataset": PATH}``); a field the config lacks is an
-            error naming the algorithm.
+        agent_fields: agent-config fields to set, typed, before ``overrides`` (``{"dataset": PATH}``, dotted paths
+            such as ``{"algorithm.utd_ratio": 10}``); a field the config lacks is an error naming the algorithm.
         log_dir: run directory for checkpoints and logs (None: no files).
         dist_info: torchrun rank layout.
         runner_cls: a runner class (or factory) to use instead of ``algo``'s, taking the same arguments and config

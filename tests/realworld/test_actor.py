@@ -20,7 +20,7 @@ from rslkit.link.spool import Spool
 from rslkit.link.transitions import Transitions
 from rslkit.realworld.actor import Actor, restart_seed
 from rslkit.realworld.actor_config import ActorCfg
-from rslkit.realworld.defaults import agent_defaults, as_overrides
+from rslkit.realworld.defaults import agent_defaults
 from rslkit.realworld.sim_robot import RealTimeCfg, RealTimeRobot
 from rslkit.realworld.task_schema import transition_schema
 from rslkit.recipes import build_run
@@ -46,7 +46,7 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
     learner = make_learner(None, max_iterations=2)
     learner.serve("127.0.0.1:0")
     assert learner.server is not None
-    env, runner = build_run("pendulum", "sac", as_overrides("agent", agent_defaults("pendulum")), num_envs=1, seed=3)
+    env, runner = build_run("pendulum", "sac", num_envs=1, seed=3, agent_fields=agent_defaults("pendulum"))
     spool = Spool(tmp_path / "spool", "actor-0", transition_schema(env, runner.policy.obs_groups))
     client = ActorClient(f"127.0.0.1:{learner.server.port}", "actor-0", spool, config=FAST)
     cfg = ActorCfg(max_episodes=2, realtime=False, random_steps=50, first_weights_timeout_s=5.0)
@@ -72,7 +72,7 @@ def test_actor_streams_episodes_with_interventions_into_both_buffers(tmp_path: P
 
 def lone_actor(tmp_path: Path, task: str, cfg: ActorCfg, **kwargs: Any) -> Actor:
     """An actor whose learner never answers (nothing listens on its port)."""
-    sim, runner = build_run(task, "sac", as_overrides("agent", agent_defaults(task)), num_envs=1, seed=0)
+    sim, runner = build_run(task, "sac", num_envs=1, seed=0, agent_fields=agent_defaults(task))
     env = RealTimeRobot(sim, cfg.robot) if cfg.realtime else sim
     spool = Spool(tmp_path / "spool", "actor-0", transition_schema(sim, runner.policy.obs_groups))
     with socket.socket() as s:

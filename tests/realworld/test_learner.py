@@ -17,21 +17,29 @@ from transport_helpers import FAST, needs_netns, wait_until
 from rslkit.link.client import ActorClient
 from rslkit.link.spool import Spool
 from rslkit.link.transitions import TransitionBatch
-from rslkit.realworld.defaults import agent_defaults, as_overrides
+from rslkit.realworld.defaults import agent_defaults
 from rslkit.realworld.learner import RealWorldLearner
 from rslkit.realworld.learner_config import LearnerCfg
 from rslkit.realworld.task_schema import transition_schema
 from rslkit.recipes import build_run, load_run
 
 pytestmark = needs_netns
-OVERRIDES = [*as_overrides("agent", agent_defaults("pendulum")), "--agent.learning_starts", "20", "--agent.logger", ""]
+DEFAULTS = agent_defaults("pendulum")
+OVERRIDES = ["--agent.learning_starts", "20", "--agent.logger", ""]
 
 
 def make_learner(run_dir: Path | None, max_iterations: int = 3, **cfg: Any) -> RealWorldLearner:
     learner_cfg = LearnerCfg(**{"updates_per_iteration": 20, "iteration_timeout_s": 0.5, **cfg})
     factory = functools.partial(RealWorldLearner, learner_cfg=learner_cfg)
     _, runner = build_run(
-        "pendulum", "sac", OVERRIDES, num_envs=1, log_dir=run_dir, max_iterations=max_iterations, runner_cls=factory
+        "pendulum",
+        "sac",
+        OVERRIDES,
+        num_envs=1,
+        log_dir=run_dir,
+        max_iterations=max_iterations,
+        runner_cls=factory,
+        agent_fields=DEFAULTS,
     )
     assert isinstance(runner, RealWorldLearner)
     return runner
@@ -139,7 +147,7 @@ def test_learner_refuses_settings_it_cannot_honour() -> None:
     with pytest.raises(ValueError, match="n_step 1"):
         build_run("pendulum", "sac", ["--agent.algorithm.n_step", "3"], num_envs=1, runner_cls=RealWorldLearner)
     with pytest.raises(ValueError, match="num_envs 1"):
-        build_run("pendulum", "sac", OVERRIDES, num_envs=2, runner_cls=RealWorldLearner)
+        build_run("pendulum", "sac", OVERRIDES, num_envs=2, runner_cls=RealWorldLearner, agent_fields=DEFAULTS)
     with pytest.raises(ValueError, match="learner.updates_per_iteration"):
         make_learner(None, updates_per_iteration=0)
     with pytest.raises(ValueError, match="demo_path"):
@@ -152,7 +160,7 @@ def test_learner_pushes_onnx_policies_a_robot_without_torch_can_run(tmp_path: Pa
 
     cfg = LearnerCfg(publish="both")  # the learner exports itself: no exporter is handed in
     factory = functools.partial(RealWorldLearner, learner_cfg=cfg)
-    _, learner = build_run("pendulum", "sac", OVERRIDES, num_envs=1, runner_cls=factory)
+    _, learner = build_run("pendulum", "sac", OVERRIDES, num_envs=1, runner_cls=factory, agent_fields=DEFAULTS)
     assert isinstance(learner, RealWorldLearner)
     learner.serve("127.0.0.1:0")
     spool, client = connect(learner, tmp_path / "spool")
