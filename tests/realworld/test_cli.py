@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from transport_helpers import needs_netns
 
 from rslkit.cli.realworld import main
 from rslkit.realworld.rewards import load_reward
-from rslkit.utils.checkpoint import latest_checkpoint
+from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +57,7 @@ def test_local_runs_learner_and_actor_and_stops_both(tmp_path: Path) -> None:
     (run_dir,) = (tmp_path / "pendulum").iterdir()
     summary = json.loads((run_dir / "actor-0" / "summary.json").read_text())
     assert summary["episodes"] == 2 and summary["unacked"] == 0
-    saved = torch.load(latest_checkpoint(run_dir), weights_only=False)
+    saved = load_checkpoint(latest_checkpoint(run_dir))
     assert saved["algorithm"] == "sac" and saved["total_env_steps"] == 400  # the learner stored both episodes
     assert not (run_dir / "learner.json").exists()  # removed when the learner stopped
 

@@ -13,12 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 from transport_helpers import needs_netns, wait_until
 
 from rslkit.link.spool import Spool
 from rslkit.link.transitions import TransitionSchema
-from rslkit.utils.checkpoint import latest_checkpoint
+from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
 
 pytestmark = needs_netns
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +93,7 @@ def spooled(actor_dir: Path) -> int:
 
 
 def stored_keys(run_dir: Path) -> list[tuple[int, int]]:
-    data = torch.load(latest_checkpoint(run_dir), weights_only=False)
+    data = load_checkpoint(latest_checkpoint(run_dir))
     keys = data["realworld"]["row_keys"]["keys"].numpy()
     return sorted((int(a), int(s)) for a, s, _ in keys)
 

@@ -11,6 +11,7 @@ from rslkit.envs import make_env
 from rslkit.models.actor_critic import PolicyCfg
 from rslkit.runners.on_policy_runner import OnPolicyRunner
 from rslkit.runners.ppo_config import PPORunnerCfg
+from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.seeding import seed_everything
 
 
@@ -68,7 +69,7 @@ def test_checkpoint_contents_and_files(tmp_path):
     names = sorted(p.name for p in Path(tmp_path).iterdir())
     assert "model_2.pt" in names and "model_3.pt" in names and "metrics.csv" in names
     assert not any(n.endswith(".tmp") for n in names)
-    data = torch.load(tmp_path / "model_3.pt", weights_only=False)
+    data = load_checkpoint(tmp_path / "model_3.pt")
     assert data["iteration"] == 3
     assert "policy.mean" in str(data["alg"]["policy"].keys()) or any("normalizers" in k for k in data["alg"]["policy"])
     assert {"rng", "env_state", "agent_cfg", "alg"} <= set(data)

@@ -45,7 +45,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def actor_cfg(args: argparse.Namespace) -> RobotActorCfg | None:
+def robot_actor_cfg(args: argparse.Namespace) -> RobotActorCfg | None:
     """The actor mode's settings from ``--actor.*`` (None without ``--actor.learner``).
 
     Raises:
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = _parse(remove_ros_args(["rslkit-ros2", *argv])[1:])
     try:
-        actor = actor_cfg(args)
+        actor = robot_actor_cfg(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
