@@ -12,6 +12,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rslkit.cli.common import run_cli
 from rslkit.cli.export import main
 from rslkit.deploy.export import MAX_OPSET, export_checkpoint, export_policy
 from rslkit.deploy.metadata import read_metadata
@@ -228,24 +229,36 @@ def test_unsupported_module_is_a_clear_error(tmp_path):
         (["--checkpoint", "not_a_checkpoint.pt", "--out", "p.onnx"], "Could not read checkpoint"),
     ],
 )
-def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path, args, message):
+def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path, monkeypatch, capsys, args, message):
+    # In-process through the entry point's own wrapper (run_cli), as `python -m rslkit.export` runs it; the
+    # subprocess case below checks the command itself once.
     (tmp_path / "not_a_checkpoint.pt").write_bytes(b"garbage")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(lambda: main(args))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert message in err and "Traceback" not in err
+
+
+def test_the_export_command_ends_bad_input_with_exit_code_2(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "rslkit.export", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-m", "rslkit.export", "--checkpoint", "missing.pt", "--out", "p.onnx", "--opset", "99"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert out.returncode == 2, out.stderr
-    assert message in out.stderr and "Traceback" not in out.stderr
+    assert "--opset must be between 17 and 20" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_flow_steps_on_a_policy_without_flow_chain_is_refused(tmp_path, build):
+def test_flow_steps_on_a_policy_without_flow_chain_is_refused(tmp_path, monkeypatch, capsys, build):
     """``--flow_steps 4`` on a PPO checkpoint was silently ignored; now it is a message naming the flag."""
     build.ppo(tmp_path / "model_0.pt")
-    args = ["--checkpoint", "model_0.pt", "--out", "p.onnx", "--flow_steps", "4"]
-    out = subprocess.run(
-        [sys.executable, "-m", "rslkit.export", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 2, out.stderr
-    assert "--flow_steps" in out.stderr and "no flow chain" in out.stderr and "Traceback" not in out.stderr
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(lambda: main(["--checkpoint", "model_0.pt", "--out", "p.onnx", "--flow_steps", "4"]))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert "--flow_steps" in err and "no flow chain" in err and "Traceback" not in err
     assert not (tmp_path / "p.onnx").exists()
     build.sac(tmp_path / "sac.pt")
     with pytest.raises(ValueError, match="--flow_steps .* sac policy"):
