@@ -14,20 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from rslkit.envs.registry import is_user_task
+from rslkit.envs.registry import BUILTIN_TASKS, is_user_task
 from rslkit.recipes.algorithms import get_algorithm
 
-BUILTIN_RECIPES: dict[str, str] = {
-    "cartpole": "cartpole",
-    "cartpole-swingup": "cartpole_swingup",
-    "go2-flat": "go2_flat",
-    "pendulum": "pendulum",
-    "point-reach": "point_reach",
-    "so101-lift": "so101_lift",
-    "so101-pick-place": "so101_pick_place",
-    "so101-reach": "so101_reach",
-}
-"""Built-in task name -> module of ``rslkit.recipes`` that holds its ``RECIPES``."""
+BUILTIN_RECIPES: dict[str, str] = {task: module.rsplit(".", 1)[1] for task, module in BUILTIN_TASKS.items()}
+"""Built-in task name -> module of ``rslkit.recipes`` that holds its ``RECIPES`` (named like the task's module in
+``rslkit.envs.tasks``: one table of built-in tasks, the registry's)."""
 
 _REGISTERED: dict[str, dict[str, Callable[[], Any]]] = {}
 
