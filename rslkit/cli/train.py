@@ -149,6 +149,9 @@ def _build_from_dataset(
             parser.error(f"{flag} applies to a run with a simulated --task; a run from --dataset alone has none.")
     if args.reward != "task":
         parser.error("--reward applies to a run with a simulated --task; behaviour cloning has no reward.")
+    env_flags = [t.split("=")[0] for t in overrides if t.startswith("--env.")]
+    if env_flags:
+        parser.error(f"{env_flags[0]} applies to a run with a simulated --task; a run from --dataset alone has no env.")
     run_args = dict(device=common["device"], max_iterations=common["max_iterations"], dist_info=common["dist_info"])
     if args.resume:
         if args.dataset:

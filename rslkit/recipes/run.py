@@ -266,7 +266,7 @@ def load_run(
     saved = load_checkpoint(path)
     saved_task = saved.get("task")
     if saved_task is None and saved.get(DATASET_SPEC_KEY):  # trained from a dataset alone
-        env, runner = load_dataset_run(
+        spec_env, runner = load_dataset_run(
             path,
             saved,
             task=task,
@@ -281,7 +281,7 @@ def load_run(
             runner_cls=runner_cls,
         )
         runner.load(path, weights_only=not resume)
-        return env, runner, saved
+        return spec_env, runner, saved
     if saved_task is None:
         if task is None:
             raise ValueError(f"Checkpoint '{path}' does not record its task; pass --task NAME.")

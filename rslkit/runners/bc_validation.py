@@ -20,12 +20,19 @@ ValBatch = tuple[torch.Tensor | TensorDict, torch.Tensor]
 """Raw observations ``[B, D]`` (a VLA policy: its observation groups ``[B]``) and recorded chunks ``[B, Ta, A]``."""
 
 
-def _normalized_inputs(policy: FlowPolicy | VLAPolicy, obs: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
+def _loss_and_chunk(
+    policy: FlowPolicy | VLAPolicy, obs: torch.Tensor | TensorDict, x1: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flow loss of normalised chunks ``x1`` and a raw chunk sampled from seeded noise, for raw ``obs``."""
     if isinstance(policy, VLAPolicy):
         assert isinstance(obs, TensorDict)
-        return policy.normalize_inputs(obs)
+        loss = rectified_flow_loss(policy, policy.normalize_inputs(obs), x1, generator=generator)
+        noise = torch.randn(x1.shape, generator=generator, device=x1.device)
+        return loss, policy.act_chunk(obs, noise)
     assert isinstance(obs, torch.Tensor)
-    return policy.obs_normalizer(obs)
+    loss = rectified_flow_loss(policy, policy.obs_normalizer(obs), x1, generator=generator)
+    noise = torch.randn(x1.shape, generator=generator, device=x1.device)
+    return loss, policy.act_chunk(obs, noise)
 
 
 @torch.no_grad()
@@ -53,11 +60,9 @@ def validation_metrics(
         obs, actions = obs.to(device), actions.to(device)
         b = actions.shape[0]
         x1 = policy.action_normalizer(actions)
-        loss = rectified_flow_loss(policy, _normalized_inputs(policy, obs), x1, generator=generator)
+        loss, chunk = _loss_and_chunk(policy, obs, x1, generator)
         loss_sum += float(loss) * b
         count += b
-        noise = torch.randn(actions.shape, generator=generator, device=device)
-        chunk = policy.act_chunk(obs, noise)
         for units, predicted, target in (("", chunk, actions), ("_norm", policy.action_normalizer(chunk), x1)):
             err = predicted - target
             for name, value in (("mse", err.square()), ("mae", err.abs())):
