@@ -111,19 +111,23 @@ def test_flow_bc_from_a_dataset_alone_validates_follows_the_schedule_and_repeats
     assert lrs[0] == pytest.approx(peak * (0.25 + 0.75 * 2 / 3))
     assert lrs[1] == pytest.approx(1e-5 + (peak - 1e-5) * 0.5 * (1 + math.cos(math.pi * 5 / 9)))
     assert lrs[2] == pytest.approx(1e-5 + (peak - 1e-5) * 0.5 * (1 + math.cos(math.pi * 8 / 9)))
-    # the same seed gives the same run, whatever the thread count
+    # the same seed gives the same run: bit for bit on the same thread count; on another, torch's CPU kernels split
+    # their sums differently (the last float bits), nothing of the run's own (sampling, split, noise) changes
+    _, again = _flow_run(state_dataset, tmp_path / "b", extra=schedule)
+    assert _without_timing(again.learn()) == _without_timing(metrics)
+    for a, b in zip(runner.policy.state_dict().values(), again.policy.state_dict().values()):
+        assert torch.equal(a, b)
     threads = torch.get_num_threads()
     torch.set_num_threads(1 if threads > 1 else 2)
     try:
-        _, again = _flow_run(state_dataset, tmp_path / "b", extra=schedule)
-        repeated = again.learn()
+        other_threads = _flow_run(state_dataset, None, extra=schedule)[1].learn()
     finally:
         torch.set_num_threads(threads)
-    assert {k: v for k, v in repeated.items() if not k.startswith("Perf/")} == {
-        k: v for k, v in metrics.items() if not k.startswith("Perf/")
-    }
-    for a, b in zip(runner.policy.state_dict().values(), again.policy.state_dict().values()):
-        assert torch.equal(a, b)
+    assert _without_timing(other_threads) == pytest.approx(_without_timing(metrics), rel=1e-5)
+
+
+def _without_timing(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if not k.startswith("Perf/")}
 
 
 def test_a_dataset_run_resumes_and_its_checkpoint_exports_without_the_dataset(state_dataset, tmp_path):
