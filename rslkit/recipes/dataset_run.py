@@ -143,7 +143,6 @@ def load_dataset_run(
     saved: dict[str, Any],
     *,
     task: str | None,
-    algo: str | None,
     num_envs: int | None,
     seed: int | None,
     overrides: Sequence[str],
@@ -157,12 +156,10 @@ def load_dataset_run(
     ``dataset_spec`` (the dataset itself is read only to train on); the caller loads the checkpoint into it.
 
     Raises:
-        ValueError: a ``task`` or ``algo`` asked for that the checkpoint was not trained with.
+        ValueError: a ``task`` asked for (the checkpoint was trained on none).
     """
     if task is not None:
         raise ValueError(f"Checkpoint '{path}' was trained from a dataset alone, not on task '{task}'; drop --task.")
-    if algo is not None and algo != saved.get("algorithm"):
-        raise ValueError(f"Checkpoint '{path}' was trained with --algo {saved.get('algorithm')}, not --algo {algo}.")
     cfg_cls, default_runner = bc_algorithm(str(saved["algorithm"]))
     return assemble_dataset_run(
         DatasetSpec.from_dict(saved[DATASET_SPEC_KEY], num_envs or 1),

@@ -264,13 +264,14 @@ def load_run(
     """
     path = resolve_checkpoint(checkpoint)
     saved = load_checkpoint(path)
+    if algo is not None and algo != saved.get("algorithm"):
+        raise ValueError(f"Checkpoint '{path}' was trained with --algo {saved.get('algorithm')}, not --algo {algo}.")
     saved_task = saved.get("task")
     if saved_task is None and saved.get(DATASET_SPEC_KEY):  # trained from a dataset alone
         spec_env, runner = load_dataset_run(
             path,
             saved,
             task=task,
-            algo=algo,
             num_envs=num_envs,
             seed=seed,
             overrides=overrides,
@@ -288,8 +289,6 @@ def load_run(
         saved_task = task
     if task is not None and task != saved_task:
         raise ValueError(f"Checkpoint '{path}' was trained on task '{saved_task}', not '{task}'.")
-    if algo is not None and algo != saved.get("algorithm"):
-        raise ValueError(f"Checkpoint '{path}' was trained with --algo {saved.get('algorithm')}, not --algo {algo}.")
     algo = str(saved["algorithm"])
     spec = get_task(str(saved_task))
     cfg_cls, default_runner = get_algorithm(algo)

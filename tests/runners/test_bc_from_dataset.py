@@ -4,6 +4,7 @@ export, and the same seed gives the same run."""
 
 import csv
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from rslkit.deploy.export import export_checkpoint
 from rslkit.deploy.onnx_policy import OnnxPolicy
 from rslkit.recipes import load_run
 from rslkit.recipes.dataset_run import build_dataset_run
+from rslkit.runners.pretrain_runner import PretrainRunner
 from tests.runners.instructed_point import INSTRUCTIONS, InstructedPointEnv, expert
 
 TINY_FLOW = [
@@ -162,3 +164,33 @@ def test_vla_bc_from_a_dataset_alone_takes_cameras_instructions_and_rate_from_it
     assert set(meta.instruction["texts"]) == set(INSTRUCTIONS)
     policy = OnnxPolicy(tmp_path / "vla.onnx")
     assert policy.instructions is not None and set(policy.instructions.texts) == set(INSTRUCTIONS)
+
+
+def test_a_dataset_written_by_lerobot_gives_its_names_cameras_and_tasks(tmp_path):
+    root = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "lerobot_dataset"
+    spec = DatasetSpec.read(root)
+    assert (spec.state_dim, spec.num_actions, spec.fps) == (3, 2, 10.0)
+    assert spec.action_names == ["vx", "vy"] and spec.observation_names == {"policy": ["x", "y", "z"]}
+    assert spec.cameras == {"front": [32, 48], "wrist": [16, 16]} and len(spec.instructions) == 2
+    obs = spec.get_observations()
+    assert obs["policy"].shape == (1, 3) and obs["camera_wrist"].shape == (1, 16, 16, 3)
+    with pytest.raises(ValueError, match="no simulator to step: pass --task NAME"):
+        spec.step(torch.zeros(1, 2))
+    assert DatasetSpec.from_dict(spec.to_dict(), num_envs=4).get_observations().batch_size == (4,)
+    _, runner = build_dataset_run(root, "flow-bc", [*TINY_FLOW, *SHORT, "--agent.val_fraction", "0.34"],
+                                  max_iterations=1, log_dir=tmp_path)  # fmt: skip
+    metrics = runner.learn()
+    assert (
+        "Val/action_mae/vy" in metrics and runner.data.val_episodes is not None and len(runner.data.val_episodes) == 1
+    )
+
+
+def test_beside_a_task_the_rollouts_run_with_the_validation(state_dataset):
+    _, runner = _flow_run(state_dataset, None)
+    cfg = runner.cfg
+    cfg.max_iterations, cfg.val_fraction = 1, 0.2
+    with_task = PretrainRunner(InstructedPointEnv(num_envs=4, seed=1), cfg, None, run_info={"seed": 0})
+    assert with_task.rollouts
+    metrics = with_task.learn()
+    assert "Val/flow_loss" in metrics and "Eval/success_rate" in metrics and "Eval/success/0" in metrics
+    assert with_task.data.val_episodes is not None and len(with_task.data.val_episodes) == 2
