@@ -45,7 +45,7 @@ class FlowBCData(BCData):
     the run's ``seed``.
     """
 
-    def __init__(self, env: VecEnv, cfg: FlowBCRunnerCfg, device: torch.device, seed: int = 0) -> None:
+    def __init__(self, env: VecEnv, cfg: FlowBCRunnerCfg, device: torch.device, seed: int) -> None:
         self.env, self.cfg, self.seed = env, cfg, seed
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         self.alg: FlowBC[FlowPolicy] = FlowBC(FlowPolicy(obs_dim, env.num_actions, cfg.policy), cfg.algorithm, device)

@@ -106,7 +106,10 @@ class PretrainRunner(BaseRunner[BCRunCfg, FlowBC]):
 
     def validate(self) -> dict[str, float]:
         """The EMA policy's ``Val/*`` metrics on the held-out episodes
-        (:func:`~rslkit.runners.bc_validation.validation_metrics`); empty without any."""
+        (:func:`~rslkit.runners.bc_validation.validation_metrics`); empty without any (``val_fraction`` 0: the
+        dataset is then not needed, e.g. to evaluate a checkpoint elsewhere)."""
+        if self.cfg.val_fraction == 0:
+            return {}
         if self.data.dataset is None:
             self.load_dataset()
         names = getattr(self.env, "action_names", None) or [str(i) for i in range(self.env.num_actions)]
