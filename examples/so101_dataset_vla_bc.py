@@ -7,7 +7,7 @@ Run: .venv/bin/python examples/so101_dataset_vla_bc.py DATASET_DIR [OUT_DIR]
 ``observation.images.<camera>`` videos and a task per episode). The state and action sizes, their names, the cameras
 and their sizes, the instructions (``meta/tasks.parquet``) and the control rate (``fps``) come from its
 ``meta/info.json``: nothing about the robot is configured here. ``--stand_in`` first records 24 episodes of the
-simulated so101-pick-place expert with its table camera, so the script runs without an arm (~10 minutes on 2 CPU
+simulated so101-pick-place expert with its table camera, so the script runs without an arm (tens of minutes on 2 CPU
 cores).
 
 Training holds out 10 % of the episodes (``--agent.val_fraction``) and logs, at each evaluation, their flow loss and
@@ -61,8 +61,9 @@ if __name__ == "__main__":
 
     spec, runner = build_dataset_run(dataset, "vla-bc", LEROBOT_FINE_TUNING + SMALL_POLICY, max_iterations=20,
                                      log_dir=out / "run")  # fmt: skip
-    print(f"{spec.dataset}: state {spec.state_dim}, actions {spec.num_actions} {spec.action_names or ''}, cameras "
-          f"{spec.cameras}, {len(spec.instructions)} instruction(s), {spec.fps:g} Hz")  # fmt: skip
+    names = f" {spec.action_names}" if spec.action_names else ""
+    print(f"{spec.dataset}: state {spec.state_dim}, actions {spec.num_actions}{names}, cameras {spec.cameras}, "
+          f"{len(spec.instructions)} instruction(s), {spec.fps:g} Hz")  # fmt: skip
     metrics = runner.learn()
     print(
         f"validation: flow loss {metrics['Val/flow_loss']:.3f}, action MAE {metrics['Val/action_mae']:.4f} (raw units)"
