@@ -56,6 +56,10 @@ def test_flow_bc_trains_from_a_dataset_alone_and_a_vla_without_cameras_is_refuse
     assert f"Dataset {dataset} | no simulator" in out and "Val/flow_loss" not in out
     assert (runner.log_dir / "model_1.pt").is_file() and "Val/flow_loss" in (runner.log_dir / "metrics.csv").read_text()
     assert runner.log_dir.parent.name == "dataset_demos"
+    ckpt = str(runner.log_dir / "model_1.pt")
+    assert "--resume without --task needs --checkpoint" in _error(capsys, ["--algo", "flow-bc", "--resume"])
+    resumed = train.main(["--algo", "flow-bc", "--resume", "--checkpoint", ckpt, "--max_iterations", "2"])
+    assert resumed.iteration == 2 and (runner.log_dir / "model_2.pt").is_file()
     with pytest.raises(ValueError, match="has no camera 'wrist'.*--agent.policy.cameras"):
         train.main(["--algo", "vla-bc", "--dataset", dataset, "--logdir", str(tmp_path), "--max_iterations", "1",
                     "--agent.policy.cameras", "wrist", "--agent.logger="])  # fmt: skip
