@@ -9,11 +9,14 @@ Symmetric Robot Policies"): data augmentation with mirrored samples and a mirror
 
 The mirror (``data_augmentation_func``) is a registered name (:data:`BUILTIN_MIRRORS`: ``go2``) or a user's
 ``package.module:factory`` with ``factory(env) -> Mirror`` (:class:`Mirror`: ``observations(TensorDict)`` and
-``actions(Tensor)``, e.g. :class:`rslkit.envs.mirror.ColumnMirror` over the env's column names).
+``actions(Tensor)``, e.g. :class:`rslkit.envs.mirror.ColumnMirror` over the env's column names). An rsl_rl / Isaac
+Lab ``data_augmentation_func(env, obs, actions)`` named the same way is used as it is (:class:`AugmentationFunc`).
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -71,6 +74,35 @@ class Mirror(Protocol):
         """The mirrored actions ``[B, A]``."""
 
 
+class AugmentationFunc:
+    """An rsl_rl / Isaac Lab ``data_augmentation_func(env=, obs=, actions=)`` as a :class:`Mirror`.
+
+    Such a function returns the samples followed by their symmetric images (``[k B]``, the originals first); the
+    mirror is the first image, ``[B : 2B]`` (further images, such as a front-back flip, are not used).
+    """
+
+    def __init__(self, func: Callable[..., tuple[Any, Any]], env: Any) -> None:
+        self.func = func
+        self.env = env
+
+    def observations(self, obs: TensorDict) -> TensorDict:
+        n = obs.batch_size[0]
+        return self.func(env=self.env, obs=obs, actions=None)[0][n : 2 * n]
+
+    def actions(self, actions: torch.Tensor) -> torch.Tensor:
+        n = actions.shape[0]
+        return self.func(env=self.env, obs=None, actions=actions)[1][n : 2 * n]
+
+
+def _is_augmentation_func(obj: Any) -> bool:
+    """Whether ``obj`` takes rsl_rl's ``data_augmentation_func`` keywords ``env``, ``obs`` and ``actions``."""
+    try:
+        params = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False
+    return {"env", "obs", "actions"} <= set(params)
+
+
 def make_mirror(cfg: SymmetryCfg, env: Any) -> Mirror:
     """The mirror ``cfg.data_augmentation_func`` names, built for ``env``.
 
@@ -81,7 +113,7 @@ def make_mirror(cfg: SymmetryCfg, env: Any) -> Mirror:
     factory = load_plugin(BUILTIN_MIRRORS.get(name, name), FLAG)
     if not callable(factory):
         raise ValueError(f"{FLAG} {name}: names a {type(factory).__name__}; name a factory f(env) -> mirror.")
-    mirror = factory(env)
+    mirror = AugmentationFunc(factory, env) if _is_augmentation_func(factory) else factory(env)
     if not (callable(getattr(mirror, "observations", None)) and callable(getattr(mirror, "actions", None))):
         raise ValueError(f"{FLAG} {name}: the factory returned {type(mirror).__name__}, which lacks observations() "
                          "and actions() (see rslkit.envs.mirror.ColumnMirror).")  # fmt: skip

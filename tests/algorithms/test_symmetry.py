@@ -28,6 +28,13 @@ def pendulum_mirror(env: Any) -> ColumnMirror:
     return ColumnMirror(env.observation_names, env.action_names, pendulum_rule)
 
 
+def rsl_rl_style_mirror(env: Any, obs: Any = None, actions: Any = None) -> tuple[Any, Any]:
+    """An rsl_rl / Isaac Lab ``data_augmentation_func``: originals followed by their mirror images."""
+    sign = torch.tensor([1.0, -1.0, -1.0])
+    obs_out = None if obs is None else torch.cat((obs, obs.apply(lambda x: x * sign)))
+    return obs_out, None if actions is None else torch.cat((actions, -actions))
+
+
 def _symmetry(**kw: Any) -> SymmetryCfg:
     return SymmetryCfg(data_augmentation_func=PLUGIN, **kw)
 
@@ -122,6 +129,17 @@ def _rollout_again(ppo: PPO, steps: int = 8) -> PPO:
             ppo.process_env_step(rewards, dones, extras)
         ppo.compute_returns(obs)
     return ppo
+
+
+def test_an_rsl_rl_augmentation_function_serves_as_the_mirror() -> None:
+    ppo = _rollout(_symmetry(use_data_augmentation=True))
+    env = make_env("pendulum", num_envs=2)
+    theirs = make_mirror(SymmetryCfg(data_augmentation_func="tests.algorithms.test_symmetry:rsl_rl_style_mirror"), env)
+    batch = next(iter(ppo.storage.mini_batches(2, 1)))
+    ours = ppo.mirror
+    assert ours is not None
+    assert torch.equal(theirs.observations(batch.obs)["policy"], ours.observations(batch.obs)["policy"])
+    assert torch.equal(theirs.actions(batch.actions), ours.actions(batch.actions))
 
 
 def test_bad_settings_are_refused_with_the_flag_to_change() -> None:
