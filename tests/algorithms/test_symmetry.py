@@ -14,6 +14,7 @@ from rslkit.envs import make_env
 from rslkit.envs.mirror import ColumnMirror
 from rslkit.models.actor_critic import ActorCritic, PolicyCfg
 from rslkit.utils.validation import ConfigError, validate
+from tests.algorithms.test_staleness import _collect
 
 PLUGIN = "tests.algorithms.test_symmetry:pendulum_mirror"
 
@@ -55,12 +56,7 @@ def _rollout(sym: SymmetryCfg, symmetric_actor: bool = False, steps: int = 8, **
             layer.bias.zero_()
     cfg = PPOCfg(num_mini_batches=2, num_learning_epochs=2, symmetry_cfg=sym, **ppo)
     ppo = PPO(policy, cfg, steps, obs, "cpu", mirror=make_mirror(sym, env) if sym.enabled else None)
-    ppo.begin_rollout()
-    with torch.inference_mode():
-        for _ in range(steps):
-            obs, rewards, dones, extras = env.step(ppo.act(obs))
-            ppo.process_env_step(rewards, dones, extras)
-        ppo.compute_returns(obs)
+    _collect(ppo, env, steps)
     return ppo
 
 
@@ -114,21 +110,8 @@ def test_mirror_loss_alone_makes_the_policy_more_symmetric() -> None:
     ppo = _rollout(sym, schedule="fixed", learning_rate=1e-2)
     for _ in range(6):
         losses.append(ppo.update()["symmetry"])
-        ppo = _rollout_again(ppo)
+        _collect(ppo, make_env("pendulum", num_envs=16, episode_length=5))
     assert all(b < a for a, b in zip(losses, losses[1:])) and losses[-1] < 0.6 * losses[0]
-
-
-def _rollout_again(ppo: PPO, steps: int = 8) -> PPO:
-    """Another rollout of ``ppo`` (a fresh pendulum env; the policy carries on)."""
-    env = make_env("pendulum", num_envs=16, episode_length=5)
-    obs = env.get_observations()
-    ppo.begin_rollout()
-    with torch.inference_mode():
-        for _ in range(steps):
-            obs, rewards, dones, extras = env.step(ppo.act(obs))
-            ppo.process_env_step(rewards, dones, extras)
-        ppo.compute_returns(obs)
-    return ppo
 
 
 def test_an_rsl_rl_augmentation_function_serves_as_the_mirror() -> None:
