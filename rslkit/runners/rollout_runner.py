@@ -48,7 +48,8 @@ RolloutAlgT = TypeVar("RolloutAlgT", bound=RolloutAlgorithm)
 
 class RolloutRunner(BaseRunner[RolloutCfgT, RolloutAlgT]):
     """One iteration: a rollout of ``cfg.num_steps_per_env`` steps of :attr:`rollout_env` from :attr:`_obs`
-    (``alg.act`` -> env step -> NaN check -> ``alg.process_env_step`` -> episode statistics), the bootstrap, the
+    (``alg.act`` -> env step -> NaN check -> ``alg.process_env_step``, with :meth:`_intrinsic_reward` added where
+    the algorithm has one -> episode statistics of the env's reward), the bootstrap, the
     update, then the metrics: losses, :meth:`_policy_metrics`, episode statistics, the env's log, speed.
 
     A subclass sets :attr:`rollout_env`, :attr:`total_env_steps` and :attr:`_obs`, and provides the hooks.
