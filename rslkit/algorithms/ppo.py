@@ -209,7 +209,8 @@ class PPO:
     def intrinsic_reward(self, obs: TensorDict) -> torch.Tensor:
         """RND's intrinsic reward ``[N]`` of the states ``obs`` a rollout step reached (added to the env's reward
         before :meth:`process_env_step`); only while RND is on."""
-        assert self.rnd is not None
+        if self.rnd is None:
+            raise RuntimeError("intrinsic_reward needs RND: set --agent.algorithm.rnd_cfg.weight > 0.")
         reward = self.rnd.intrinsic_reward(obs)
         self._intrinsic_sum += reward.mean()
         self._intrinsic_steps += 1
