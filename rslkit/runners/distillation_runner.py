@@ -190,15 +190,21 @@ class DistillationRunner(RolloutRunner[DistillationRunnerCfg, Distillation]):
         """
         data = load_checkpoint(path, self.device)
         if data.get("algorithm") == TEACHER_ALGORITHM:
-            self.cfg.teacher, weights = read_teacher(path, self.device)
-            obs = self.env.get_observations().to(self.device)
-            self.policy.teacher = build_teacher(obs, self.env.num_actions, self.cfg.teacher, weights).to(self.device)
-            self.policy.teacher.requires_grad_(False).eval()
+            self._set_teacher(*read_teacher(path, self.device))
             self._teacher_from, self.teacher_loaded = str(path), True
             return data
+        if data.get("algorithm") == self.algorithm_name:  # its teacher, whatever this runner was built with
+            self._set_teacher(from_dict(PolicyCfg, data["agent_cfg"]["teacher"]), None)
         data = super().load(path, weights_only)
         self.teacher_loaded = True
         return data
+
+    def _set_teacher(self, cfg: PolicyCfg, weights: dict[str, torch.Tensor] | None) -> None:
+        """Replace the teacher with one of ``cfg`` (and ``weights``; None: to be loaded with the checkpoint)."""
+        self.cfg.teacher = cfg
+        obs = self.env.get_observations().to(self.device)
+        teacher = build_teacher(obs, self.env.num_actions, cfg, weights).to(self.device)
+        self.policy.teacher = teacher.requires_grad_(False).eval()
 
     def _load_weights(self, alg_state: dict[str, Any]) -> None:
         self.policy.load_state_dict(alg_state["policy"])
