@@ -47,7 +47,9 @@ def teacher_checkpoint(path: Path) -> Path:
     """Save the linear point-reach teacher as a PPO checkpoint at ``path``."""
     seed_everything(0)
     env = make_env(TASK, num_envs=2, seed=0)
-    policy = PolicyCfg(actor_hidden_dims=(), critic_hidden_dims=(8,), actor_obs_groups=("critic",), obs_normalization=False)
+    policy = PolicyCfg(
+        actor_hidden_dims=(), critic_hidden_dims=(8,), actor_obs_groups=("critic",), obs_normalization=False
+    )
     runner = OnPolicyRunner(env, PPORunnerCfg(policy=policy, logger=()), None)
     with torch.no_grad():
         runner.policy.actor[0].weight.copy_(teacher_weights())

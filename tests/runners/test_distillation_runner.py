@@ -33,7 +33,9 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, teacher, student):
     straight.learn(4)
     interrupted = student_runner(teacher, tmp_path / "b", student=student, num_envs=8)
     interrupted.learn(2)
-    resumed = student_runner(None, tmp_path / "c", seed=7, student=student, num_envs=8)  # no teacher file: the checkpoint has it
+    resumed = student_runner(
+        None, tmp_path / "c", seed=7, student=student, num_envs=8
+    )  # no teacher file: the checkpoint has it
     resumed.load(tmp_path / "b" / "model_2.pt")
     assert resumed.iteration == 2
     resumed.learn(2)
