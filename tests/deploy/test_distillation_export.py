@@ -61,3 +61,31 @@ def test_the_export_command_writes_a_student(tmp_path, teacher, capsys):
     runner.learn(2)
     run_cli(lambda: main(["--checkpoint", str(tmp_path / "run"), "--out", str(tmp_path / "student.onnx")]))
     assert OnnxPolicy(tmp_path / "student.onnx").kind == "recurrent"
+
+
+def test_the_ros2_control_loop_runs_the_exported_student_with_its_window(tmp_path, teacher):
+    """The node's controller (no ROS) feeds a windowed student tick by tick like a recurrent policy: its commands
+    are a reference OnnxPolicy's on the same observations, the window carried between ticks."""
+    from rslkit.deploy.ros2.config import ControllerCfg
+    from rslkit.deploy.ros2.controller import PolicyController
+
+    runner = student_runner(teacher, tmp_path / "run", student="history", num_envs=2)
+    runner.learn(2)
+    export_checkpoint(tmp_path / "run" / "model_2.pt", tmp_path / "student.onnx")
+    joints = ["x", "y"]  # point-reach's 6 columns as 2 positions, 2 velocities and the 2 last actions
+    ctrl = PolicyController(
+        OnnxPolicy(tmp_path / "student.onnx"),
+        ControllerCfg(joints, 50.0, observation=["joint_pos", "joint_vel", "last_action"]),
+    )
+    reference = OnnxPolicy(tmp_path / "student.onnx")
+    last = np.zeros(2, np.float32)
+    commands, expected = [], []
+    for tick in range(4):
+        pos, vel = [0.1 * tick, -0.2], [0.3, 0.05 * tick]
+        out = ctrl.on_joint_state(0.02 * tick, joints, pos, vel)
+        assert out is not None and out.status == "run"
+        commands.append(out.positions)
+        last = reference(np.array([*pos, *vel, *last], np.float32))
+        expected.append(last)
+    np.testing.assert_allclose(np.array(commands), np.array(expected), rtol=1e-6, atol=1e-6)
+    assert reference.state is not None and reference.state["h"].shape == (2, 1, 6)
