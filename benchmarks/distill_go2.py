@@ -67,13 +67,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         _, ppo = build_run("go2-flat", "ppo", ["--agent.policy.actor_obs_groups=critic", "--agent.logger="],
                            num_envs=args.num_envs, seed=args.seed, log_dir=root / "teacher")  # fmt: skip
-        result["teacher_training"] = train_for(ppo, args.teacher_minutes, chunk=20)
+        result["teacher_training"] = train_for(ppo, args.teacher_minutes, chunk=5)
         teacher = latest_checkpoint(root / "teacher")
     result["teacher"] = {"checkpoint": str(teacher), **score(teacher, args.eval_envs, 1_000_003)}
     print("teacher", result["teacher"], flush=True)
     _, student = build_run("go2-flat", "distillation", ["--agent.logger="], num_envs=args.num_envs, seed=args.seed,
                            agent_fields={"teacher_checkpoint": str(teacher)}, log_dir=root / "student")  # fmt: skip
-    result["student_training"] = train_for(student, args.student_minutes, chunk=10)
+    result["student_training"] = train_for(student, args.student_minutes, chunk=3)
     checkpoint = latest_checkpoint(root / "student")
     result["student"] = {"checkpoint": str(checkpoint), **score(checkpoint, args.eval_envs, 1_000_003)}
     print("student", result["student"], flush=True)

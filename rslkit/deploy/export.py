@@ -228,8 +228,8 @@ def plan_export(
     if instructions:
         raise ValueError(f"Only VLA policies take instructions; this is a {type(policy).__name__}.")
     raise ValueError(
-        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy, VLAPolicy, "
-        "StudentTeacher (distillation)."
+        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy, "
+        "VLAPolicy, StudentTeacher (distillation)."
     )
 
 
