@@ -124,3 +124,19 @@ def test_a_recurrent_student_takes_no_window():
     with pytest.raises(ConfigError, match="--agent.student.history_length: must be 1 with a recurrent student"):
         validate(StudentCfg(rnn_type="gru", history_length=3), "agent.student")
     assert PolicyCfg().actor_obs_groups == ("policy",)  # the teacher config's default, replaced from its checkpoint
+
+
+def test_a_recurrent_teacher_labels_with_its_memory_and_resumes_exactly(tmp_path):
+    env = make_env("point-reach", num_envs=2)
+    policy = PolicyCfg(actor_hidden_dims=(8,), critic_hidden_dims=(8,), rnn_type="gru", rnn_hidden_dim=8)
+    OnPolicyRunner(env, PPORunnerCfg(policy=policy, logger=()), None).save(tmp_path / "gru_teacher.pt")
+    straight = student_runner(tmp_path / "gru_teacher.pt", tmp_path / "a", num_envs=4)
+    straight.learn(4)
+    assert straight.policy.teacher.actor_hidden is not None
+    part = student_runner(tmp_path / "gru_teacher.pt", tmp_path / "b", num_envs=4)
+    part.learn(2)
+    resumed = student_runner(None, tmp_path / "c", seed=3, num_envs=4)
+    resumed.load(tmp_path / "b" / "model_2.pt")
+    resumed.learn(2)
+    for key, value in _params(straight).items():
+        torch.testing.assert_close(_params(resumed)[key], value, rtol=0, atol=0, msg=key)
