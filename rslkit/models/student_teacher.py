@@ -150,11 +150,6 @@ class StudentTeacher(nn.Module):
         assert isinstance(self.memory, (ObservationHistory, Memory))
         return self.memory.init_hidden(batch, device)
 
-    @property
-    def has_memory(self) -> bool:
-        """Whether the student keeps state between steps (a window of frames or a recurrent memory)."""
-        return self.memory is not None
-
     # ------------------------------------------------------------------ rollout and inference
     def student_input(self, obs: TensorDict) -> torch.Tensor:
         """The student's raw observation ``[..., D]`` (its groups concatenated)."""
