@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> Any:
         "which then train from --dataset alone",
     )
     parser.add_argument(
-        "--algo", default="ppo", help="algorithm: ppo, sac, flow-bc, reinflow, vla-bc, vla-reinflow (default: ppo)"
+        "--algo",
+        default="ppo",
+        help="algorithm: ppo, sac, flow-bc, reinflow, vla-bc, vla-reinflow, distillation (default: ppo)",
     )
     parser.add_argument("--num_envs", type=int, help="number of parallel envs")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default 0, or the resumed run's)")

@@ -29,6 +29,7 @@ SMALL = {
     "flow-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16",
                 "--agent.policy.hidden_dim", "16", "--agent.policy.num_blocks", "1"],
     "reinflow": ["--agent.num_steps_per_env", "4"],
+    "distillation": ["--agent.num_steps_per_env", "8", "--agent.student.hidden_dims", "16,16"],
     "vla-reinflow": ["--agent.num_steps_per_env", "2", "--env.camera_width", "16", "--env.camera_height", "16",
                      "--agent.algorithm.critic_hidden_dims", "16", "--agent.algorithm.noise_hidden_dims", "16"],
     "vla-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16", "--env.camera_width", "16",
@@ -59,6 +60,8 @@ def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) 
         fields["pretrained"] = str(runs.get((task, "flow-bc")) or _train(task, "flow-bc", root, runs))
     if algo == "vla-reinflow":
         fields["pretrained"] = str(runs.get((task, "vla-bc")) or _train(task, "vla-bc", root, runs))
+    if algo == "distillation":
+        fields["teacher_checkpoint"] = str(_teacher(task, root))
     log_dir = root / f"{task}-{algo}"
     _, runner = build_run(
         task, algo, _small(task, algo), num_envs=2, max_iterations=2, agent_fields=fields, log_dir=log_dir
@@ -67,6 +70,18 @@ def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) 
     assert runner.iteration == 2
     runs[(task, algo)] = latest_checkpoint(log_dir)
     return runs[(task, algo)]
+
+
+def _teacher(task: str, root: Path) -> Path:
+    """A PPO run of ``task`` on the groups its distillation recipe expects its teacher to read."""
+    from rslkit.recipes import agent_cfg
+
+    groups = ",".join(agent_cfg(task, "distillation").teacher.actor_obs_groups)
+    log_dir = root / f"{task}-teacher"
+    _, runner = build_run(task, "ppo", [*_small(task, "ppo"), f"--agent.policy.actor_obs_groups={groups}"],
+                          num_envs=2, max_iterations=1, log_dir=log_dir)  # fmt: skip
+    runner.learn()
+    return latest_checkpoint(log_dir)
 
 
 def _demonstrations(task: str, root: Path, runs: dict[tuple[str, str], Path]) -> Path:

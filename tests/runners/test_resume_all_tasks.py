@@ -92,6 +92,11 @@ TINY: dict[str, list[str]] = {
         "--agent.num_steps_per_env=3",
         "--agent.eval_interval=1",
     ],
+    "distillation": [
+        "--agent.student.hidden_dims=16,16",
+        "--agent.num_steps_per_env=4",
+        "--agent.algorithm.gradient_length=3",
+    ],
 }
 """Per algorithm: overrides that make an iteration take milliseconds (networks of 16, a few env steps)."""
 PAIRS = recipe_pairs()
@@ -160,7 +165,18 @@ def _agent_fields(task: str, algo: str, tmp: Path) -> dict[str, Any]:
         return {"pretrained": _pretrain(task, "flow-bc", tmp)}
     if algo == "vla-reinflow":
         return {"pretrained": _pretrain(task, "vla-bc", tmp)}
+    if algo == "distillation":
+        return {"teacher_checkpoint": _teacher(task, tmp)}
     return {}
+
+
+def _teacher(task: str, tmp: Path) -> str:
+    """One PPO iteration on the groups the task's distillation recipe expects its teacher to read."""
+    groups = ",".join(agent_cfg(task, "distillation").teacher.actor_obs_groups)
+    overrides = [*_overrides(task, "ppo"), f"--agent.policy.actor_obs_groups={groups}"]
+    _, ppo = build_run(task, "ppo", overrides, num_envs=NUM_ENVS, max_iterations=1, log_dir=tmp / "teacher")
+    ppo.learn()
+    return str(tmp / "teacher" / "model_1.pt")
 
 
 def _pretrain(task: str, algo: str, tmp: Path) -> str:
