@@ -21,11 +21,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from rslkit.realworld.interventions import InterventionCounter, Observation, as_action
+from rslkit.realworld.interventions import InterventionCounter, as_action
+
+if TYPE_CHECKING:
+    from rslkit.envs.expert import Observation
 
 TakeoverMode = Literal["toggle", "hold"]
 """``toggle``: a press takes over, the next hands back. ``hold``: intervening while held (a deadman button)."""
