@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import mujoco
 import numpy as np
 import torch
 
 
-class ModelSizes:
-    """``nq``, ``nv``, ``nu`` of the backend's compiled ``model`` (``mujoco.MjModel``)."""
+class BatchedBackend(ABC):
+    """What the C MuJoCo and MuJoCo Warp backends share: the sizes of the compiled ``model``, checks of sizes and
+    controls, joint-state resets and sensor lookup.
+
+    A subclass holds ``model``, ``num_envs`` and the live tensors ``qpos``, ``qvel`` and ``ctrl``.
+    """
 
     model: mujoco.MjModel
+    num_envs: int
+    qpos: torch.Tensor
+    qvel: torch.Tensor
+    ctrl: torch.Tensor
 
     @property
     def nq(self) -> int:
@@ -27,27 +37,60 @@ class ModelSizes:
         """Number of actuators."""
         return self.model.nu
 
+    @staticmethod
+    def _check_sizes(num_envs: int, decimation: int) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
+        if decimation < 1:
+            raise ValueError(f"decimation must be >= 1 physics substep per control step, got {decimation}.")
 
-def check_controls(ctrl: torch.Tensor, num_envs: int, nu: int, owner: str) -> None:
-    """Refuse controls of the wrong shape or with non-finite entries before any env is stepped.
+    @abstractmethod
+    def forward(self, env_ids: torch.Tensor | None = None) -> None:
+        """Recompute derived fields (``xpos``, sensors) of ``env_ids`` (all if None) after writing their state."""
 
-    Args:
-        ctrl: controls ``[num_envs, nu]``.
-        owner: the backend's name, for the message.
+    @abstractmethod
+    def reset(self, env_ids: torch.Tensor | None = None, forward: bool = True) -> None:
+        """Reset ``env_ids`` (all if None) to the model defaults (``qpos0``, zero velocity, controls, warm start)."""
 
-    Raises:
-        ValueError: for a wrong shape, or non-finite controls (naming up to 20 env indices).
-    """
-    expected = (num_envs, nu)
-    if tuple(ctrl.shape) != expected:
-        raise ValueError(f"{owner}.step expects controls of shape {list(expected)}, got {list(ctrl.shape)}.")
-    finite = torch.isfinite(ctrl).all(dim=-1)
-    if not bool(finite.all()):
-        bad = (~finite).nonzero().squeeze(-1).tolist()
-        raise ValueError(
-            f"Non-finite controls for env indices {bad[:20]}{' ...' if len(bad) > 20 else ''}; no env was "
-            "stepped. Check the policy or task for NaN/inf before calling step."
-        )
+    def set_joint_state(
+        self,
+        env_ids: torch.Tensor,
+        qpos: torch.Tensor,
+        qvel: torch.Tensor | None = None,
+        ctrl: torch.Tensor | None = None,
+    ) -> None:
+        """Reset ``env_ids`` ``[K]`` to ``qpos [K, nq]`` (and ``qvel [K, nv]``, ``ctrl [K, nu]``; zero if None)."""
+        ids = env_ids.to(self.qpos.device)
+        self.reset(ids, forward=False)
+        self.qpos[ids] = qpos.to(self.qpos)
+        if qvel is not None:
+            self.qvel[ids] = qvel.to(self.qvel)
+        if ctrl is not None:
+            self.ctrl[ids] = ctrl.to(self.ctrl)
+        self.forward(ids)
+
+    def sensor_slice(self, name: str) -> slice:
+        """Columns of sensor ``name`` in :meth:`sensordata`."""
+        return sensor_columns(self.model, name)
+
+    def _check_ctrl(self, ctrl: torch.Tensor) -> None:
+        """Refuse controls of the wrong shape or with non-finite entries before any env is stepped.
+
+        Raises:
+            ValueError: for a wrong shape, or non-finite controls (naming up to 20 env indices).
+        """
+        expected = (self.num_envs, self.nu)
+        if tuple(ctrl.shape) != expected:
+            raise ValueError(
+                f"{type(self).__name__}.step expects controls of shape {list(expected)}, got {list(ctrl.shape)}."
+            )
+        finite = torch.isfinite(ctrl).all(dim=-1)
+        if not bool(finite.all()):
+            bad = (~finite).nonzero().squeeze(-1).tolist()
+            raise ValueError(
+                f"Non-finite controls for env indices {bad[:20]}{' ...' if len(bad) > 20 else ''}; no env was "
+                "stepped. Check the policy or task for NaN/inf before calling step."
+            )
 
 
 def sensor_columns(model: mujoco.MjModel, name: str) -> slice:
