@@ -78,15 +78,6 @@ def _split(overrides: list[str], prefix: str) -> tuple[list[str], list[str]]:
     return mine, rest
 
 
-def _token(args: argparse.Namespace) -> str | None:
-    """The learner's token: from ``--token_file``, or the secret ``RSLKIT_TOKEN`` (None: no token)."""
-    from rslkit.link.transport import TOKEN_ENV, read_token_file
-
-    if args.token_file:
-        return read_token_file(args.token_file, "--token_file")
-    return os.environ.get(TOKEN_ENV) or None
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, help="task name, gym:<EnvId> or package.module:attribute")
     parser.add_argument(
@@ -220,7 +211,9 @@ def _server_tls(args: argparse.Namespace) -> Any:
 
 def run_learner(args: argparse.Namespace, overrides: list[str]) -> Any:
     """``learner``: build or resume the run, serve, train until ``max_iterations`` or Ctrl-C / SIGTERM."""
-    tls, token = _server_tls(args), _token(args)
+    from rslkit.link import transport
+
+    tls, token = _server_tls(args), transport.read_token(args.token_file, "--token_file")
     learner_over, rest = _split(overrides, "learner")
     _, rest = _split(rest, "actor")  # local mode passes one set of flags to both
     common: dict[str, Any] = dict(num_envs=1, device=args.device, max_iterations=args.max_iterations)

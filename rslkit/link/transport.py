@@ -161,9 +161,7 @@ class ActorLinkCfg:
 
     def read_token(self) -> str | None:
         """The token from ``token_file`` or the secret ``RSLKIT_TOKEN`` (None: the learner has none)."""
-        if self.token_file:
-            return read_token_file(self.token_file, "--actor.token_file")
-        return os.environ.get(TOKEN_ENV) or None
+        return read_token(self.token_file, "--actor.token_file")
 
 
 TOKEN_ENV = "RSLKIT_TOKEN"
@@ -171,12 +169,15 @@ TOKEN_ENV = "RSLKIT_TOKEN"
 credentials), as an alternative to a token file."""
 
 
-def read_token_file(path: str | Path, flag: str) -> str:
-    """The token in the file ``path`` (surrounding whitespace stripped).
+def read_token(path: str | Path | None, flag: str) -> str | None:
+    """The token in the file ``path`` (surrounding whitespace stripped), or without a path the secret
+    :data:`TOKEN_ENV` (None when unset: no token).
 
     Raises:
         ValueError: a missing or empty file, naming ``flag``.
     """
+    if not path:
+        return os.environ.get(TOKEN_ENV) or None
     try:
         text = Path(path).read_text().strip()
     except OSError as err:
