@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from mujoco import batch as mj_batch
 
-from rslkit.envs.mujoco.backend_checks import BatchedBackend, acc_sensor_columns
+from rslkit.envs.mujoco.backend_checks import PhysicsBackend, acc_sensor_columns
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -44,7 +44,7 @@ class MujocoBackendCfg:
     """Physics substeps (``mj_step`` calls) per control step."""
 
 
-class MujocoBackend(BatchedBackend):
+class MujocoBackend(PhysicsBackend):
     """``num_envs`` simulations of ``model``, stepped together.
 
     Tensors (float64, CPU; the task casts and moves them):
@@ -74,7 +74,7 @@ class MujocoBackend(BatchedBackend):
         self._acc_cols = acc_sensor_columns(model)
         self._acc_own = np.zeros((num_envs, self._acc_cols.size))
         """Each env's acceleration-stage sensor values (see the module docstring)."""
-        self.state = torch.from_numpy(self.batch.state)
+        self._state = torch.from_numpy(self.batch.state)
         self.qpos = torch.from_numpy(self.batch.bind("qpos"))
         self.qvel = torch.from_numpy(self.batch.bind("qvel"))
         self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
@@ -131,20 +131,10 @@ class MujocoBackend(BatchedBackend):
         values[:, self._acc_cols] = self._acc_own
         return torch.from_numpy(values)
 
-    # ----------------------------------------------------------------- state for checkpoints
-    def get_state(self) -> torch.Tensor:
-        """Copy of the full integration state ``[N, nstate]`` (``mjSTATE_INTEGRATION`` rows, warm start included)."""
-        return self.state.clone()
-
-    def set_state(self, state: torch.Tensor) -> None:
-        """Restore rows saved by :meth:`get_state` and recompute derived fields."""
-        if tuple(state.shape) != tuple(self.state.shape):
-            raise ValueError(
-                f"Saved MuJoCo state has shape {list(state.shape)}, this backend {list(self.state.shape)}; resume "
-                "with the same model and num_envs."
-            )
-        self.state.copy_(state)
-        self.forward()
+    @property
+    def state(self) -> torch.Tensor:
+        """MuJoCo's ``mjSTATE_INTEGRATION`` rows ``[N, nstate]`` (a live view: writes become the simulations')."""
+        return self._state
 
     def close(self) -> None:
         """Release the thread pool and buffers."""

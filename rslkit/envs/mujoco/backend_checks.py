@@ -1,4 +1,5 @@
-"""Input checks, model sizes and model lookups shared by the physics backends (C MuJoCo and MuJoCo Warp)."""
+"""The interface of the physics backends (C MuJoCo and MuJoCo Warp) and what they share: sizes, input checks,
+joint-state resets, state copies and model lookups."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import numpy as np
 import torch
 
 
-class BatchedBackend(ABC):
-    """What the C MuJoCo and MuJoCo Warp backends share: the sizes of the compiled ``model``, checks of sizes and
-    controls, joint-state resets and sensor lookup.
+class PhysicsBackend(ABC):
+    """What a MuJoCo task may use of its backend (:class:`~rslkit.envs.mujoco.backend.MujocoBackend`,
+    :class:`~rslkit.envs.mujoco.warp_backend.WarpBackend`), and what the two share.
 
-    A subclass holds ``model``, ``num_envs`` and the live tensors ``qpos``, ``qvel`` and ``ctrl``.
+    ``qpos [N, nq]``, ``qvel [N, nv]``, ``ctrl [N, nu]`` and ``state [N, nstate]`` are writable tensors (float64 on
+    the CPU for ``mujoco``, float32 on the backend's device for ``warp``): tasks cast what they read with
+    ``.to(device, torch.float32)`` and write with ``.to(backend.qpos)``.
     """
 
     model: mujoco.MjModel
@@ -44,6 +47,15 @@ class BatchedBackend(ABC):
         if decimation < 1:
             raise ValueError(f"decimation must be >= 1 physics substep per control step, got {decimation}.")
 
+    @property
+    @abstractmethod
+    def state(self) -> torch.Tensor:
+        """``mjSTATE_INTEGRATION`` rows ``[N, nstate]`` (C MuJoCo's layout in both backends), writable."""
+
+    @abstractmethod
+    def step(self, ctrl: torch.Tensor) -> None:
+        """Set controls ``[N, nu]`` and advance every env by ``decimation`` substeps."""
+
     @abstractmethod
     def forward(self, env_ids: torch.Tensor | None = None) -> None:
         """Recompute derived fields (``xpos``, sensors) of ``env_ids`` (all if None) after writing their state."""
@@ -51,6 +63,22 @@ class BatchedBackend(ABC):
     @abstractmethod
     def reset(self, env_ids: torch.Tensor | None = None, forward: bool = True) -> None:
         """Reset ``env_ids`` (all if None) to the model defaults (``qpos0``, zero velocity, controls, warm start)."""
+
+    @abstractmethod
+    def xpos(self) -> torch.Tensor:
+        """Body positions in the world frame ``[N, nbody, 3]`` (a copy)."""
+
+    @abstractmethod
+    def site_xpos(self) -> torch.Tensor:
+        """Site positions in the world frame ``[N, nsite, 3]`` (a copy)."""
+
+    @abstractmethod
+    def sensordata(self) -> torch.Tensor:
+        """All sensor values ``[N, nsensordata]`` (a copy); slice one with :meth:`sensor_slice`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the simulations."""
 
     def set_joint_state(
         self,
@@ -72,6 +100,25 @@ class BatchedBackend(ABC):
     def sensor_slice(self, name: str) -> slice:
         """Columns of sensor ``name`` in :meth:`sensordata`."""
         return sensor_columns(self.model, name)
+
+    def get_state(self) -> torch.Tensor:
+        """Copy of the full integration state ``[N, nstate]`` (``mjSTATE_INTEGRATION`` rows, warm start included).
+
+        The layout is C MuJoCo's, so states move between the ``mujoco`` and ``warp`` backends (cast to float64 /
+        float32 on the way).
+        """
+        return self.state.clone()
+
+    def set_state(self, state: torch.Tensor) -> None:
+        """Restore rows saved by :meth:`get_state` (of either backend) and recompute derived fields."""
+        rows = self.state
+        if tuple(state.shape) != tuple(rows.shape):
+            raise ValueError(
+                f"Saved MuJoCo state has shape {list(state.shape)}, this backend {list(rows.shape)}; resume "
+                "with the same model and num_envs."
+            )
+        rows.copy_(state)
+        self.forward()
 
     def _check_ctrl(self, ctrl: torch.Tensor) -> None:
         """Refuse controls of the wrong shape or with non-finite entries before any env is stepped.

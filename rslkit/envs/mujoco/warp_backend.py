@@ -30,7 +30,7 @@ import mujoco
 import torch
 
 from rslkit.envs.mujoco.backend import MujocoBackendCfg
-from rslkit.envs.mujoco.backend_checks import BatchedBackend, acc_sensor_columns
+from rslkit.envs.mujoco.backend_checks import PhysicsBackend, acc_sensor_columns
 
 _INSTALL_HINT = "install MuJoCo Warp with `pip install -e '.[warp]'` (mujoco-warp, warp-lang)"
 _STATE_SIG = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -90,7 +90,7 @@ _SET_CONST_OUTPUTS = (
 )
 
 
-class WarpBackend(BatchedBackend):
+class WarpBackend(PhysicsBackend):
     """``num_envs`` simulations of ``model`` in MuJoCo Warp, on ``device`` (``cpu`` or ``cuda[:i]``).
 
     Tensors (float32, on ``device``):
@@ -291,24 +291,6 @@ class WarpBackend(BatchedBackend):
         self._write_back_state()
         self._refresh_state()
         return self._state
-
-    def get_state(self) -> torch.Tensor:
-        """Copy of the full integration state ``[N, nstate]`` (``mjSTATE_INTEGRATION`` rows, warm start included).
-
-        The layout is C MuJoCo's, so states move between the ``mujoco`` and ``warp`` backends (cast to float64 /
-        float32 on the way).
-        """
-        return self.state.clone()
-
-    def set_state(self, state: torch.Tensor) -> None:
-        """Restore rows saved by :meth:`get_state` (of either backend) and recompute derived fields."""
-        if tuple(state.shape) != tuple(self._state.shape):
-            raise ValueError(
-                f"Saved MuJoCo state has shape {list(state.shape)}, this backend {list(self._state.shape)}; resume "
-                "with the same model and num_envs."
-            )
-        self._state.copy_(state)
-        self.forward()
 
     def close(self) -> None:
         """Drop the CUDA graph and device arrays."""
