@@ -25,7 +25,7 @@ from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.rollout_runner import RolloutRunner
 from rslkit.runners.run_config import RolloutCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.checkpoint import checkpoint_must_fit, load_checkpoint
+from rslkit.utils.checkpoint import check_writer, checkpoint_must_fit, load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
@@ -234,7 +234,7 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
         data = load_checkpoint(path, self.device)
         if data.get("algorithm") == self.pretrained_algorithm:
             return self._load_pretrained(path, data, weights_only)
-        data = super().load(path, weights_only)
+        data = self._load_data(path, check_writer(data, path, self.algorithm_name), weights_only)
         self.initialized = True
         return data
 
