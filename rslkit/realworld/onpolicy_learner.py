@@ -323,7 +323,19 @@ class PPOLearner(RolloutLearner, OnPolicyRunner):
         env: the task (its spaces and observation layout only; one env is enough).
         learner_cfg: admission and batch settings.
         other args: as :class:`~rslkit.runners.OnPolicyRunner`.
+
+    Raises:
+        ValueError: RND switched on (``agent.algorithm.rnd_cfg.weight > 0``): its intrinsic reward is computed where the
+            env steps, and here the actors step the envs.
     """
+
+    def __init__(self, env: Any, cfg: PPORunnerCfg, *args: Any, **kwargs: Any) -> None:
+        if cfg.algorithm.rnd_cfg.enabled:
+            raise ValueError(
+                "RND curiosity needs the env steps in the learner's process, and in the real-world loop the actors "
+                "step them: set --agent.algorithm.rnd_cfg.weight 0 (or train with RND in train.py)."
+            )
+        super().__init__(env, cfg, *args, **kwargs)
 
 
 class ReinFlowLearner(RolloutLearner, ReinFlowRunner):
