@@ -94,18 +94,12 @@ class Go2RoughTask(Go2FlatTask):
 
     def _model_spec(self, model_cfg) -> mujoco.MjSpec:
         """go2-flat's robot with the terrain as its floor and a contact-force sensor (3 values) per foot."""
+        from rslkit.envs.mujoco.go2 import CONTACT_FORCE, FLOOR, add_floor_contact_sensor
+
         spec = super()._model_spec(model_cfg)
-        floor = set_terrain(spec, self.terrain, "floor")
+        set_terrain(spec, self.terrain, FLOOR)
         for leg in LEGS:
-            spec.add_sensor(
-                name=f"{leg}_foot_force",
-                type=mujoco.mjtSensor.mjSENS_CONTACT,
-                objtype=mujoco.mjtObj.mjOBJ_GEOM,
-                objname=leg,
-                reftype=mujoco.mjtObj.mjOBJ_GEOM,
-                refname=floor.name,
-                intprm=[2, 3, 1],  # data="force", reduce="netforce", num=1
-            )
+            add_floor_contact_sensor(spec, f"{leg}_foot_force", mujoco.mjtObj.mjOBJ_GEOM, leg, CONTACT_FORCE)
         return spec
 
     def _sensor_range(self, name: str) -> torch.Tensor:
@@ -201,13 +195,9 @@ class Go2RoughTask(Go2FlatTask):
         return obs, rewards, dones, extras
 
 
-def _make(cfg: Go2RoughCfg, device: str) -> Go2RoughTask:
-    return Go2RoughTask(cfg, device)
-
-
 TASK = TaskSpec(
     name="go2-rough",
     env_cfg=Go2RoughCfg,
-    make_env=_make,
+    make_env=Go2RoughTask,
     description="Unitree Go2 velocity tracking on rough terrain with a level curriculum (MuJoCo; --sim mujoco|warp)",
 )

@@ -31,16 +31,17 @@ class HeightField:
         """Ground height (metres) under world points ``x, y`` (any equal shapes); points off the grid read its edge."""
         u = ((x - self.origin[0]) / self.scale).clamp(0.0, self.nx - 1.0)
         v = ((y - self.origin[1]) / self.scale).clamp(0.0, self.ny - 1.0)
-        j = u.floor().clamp(max=self.nx - 2).long()
-        i = v.floor().clamp(max=self.ny - 2).long()
+        j = u.floor().clamp_(max=self.nx - 2)
+        i = v.floor().clamp_(max=self.ny - 2)
         fx, fy = u - j, v - i
-        base = i * self.nx + j
+        base = (i * self.nx + j).long()
+        # Above the diagonal (fx >= fy) the triangle is (i, j), (i, j + 1), (i + 1, j + 1); below, (i + 1, j)
+        # takes the place of (i, j + 1). Either way: h00 + max(fx, fy) (side - h00) + min(fx, fy) (h11 - side).
+        below = fy > fx
+        side = self._flat[base + 1 + below * (self.nx - 1)]
         h00 = self._flat[base]
         h11 = self._flat[base + self.nx + 1]
-        upper = fx >= fy  # the triangle (i, j), (i, j + 1), (i + 1, j + 1); else (i, j), (i + 1, j), (i + 1, j + 1)
-        side = torch.where(upper, self._flat[base + 1], self._flat[base + self.nx])
-        along, across = torch.where(upper, fx, fy), torch.where(upper, fy, fx)
-        return h00 + along * (side - h00) + across * (h11 - side)
+        return h00 + torch.maximum(fx, fy) * (side - h00) + torch.minimum(fx, fy) * (h11 - side)
 
 
 def scan_grid(length: float, width: float, spacing: float) -> torch.Tensor:
