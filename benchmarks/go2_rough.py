@@ -11,7 +11,9 @@ One env step = one 50 Hz control step = 4 physics steps of 5 ms of the Go2 on th
 
 Each (round, row) runs in a fresh child process (a second ``Batch`` thread pool in one process slows the first;
 see benchmarks/go2_throughput.py); the overhead is the median over rounds of ``1 - task / physics``, both measured
-seconds apart. ``--ppo_iterations`` adds the teacher's PPO throughput (collection + update, the recipe's networks).
+seconds apart. Rates are given per wall-clock second and per CPU second of the process (all its threads): on a
+shared, loaded machine the CPU-second figure is the steadier measure of the work a row does. ``--ppo_iterations``
+adds the teacher's PPO throughput (collection + update, the recipe's networks).
 
 Usage: ``python benchmarks/go2_rough.py [--num_envs 512] [--seconds 3] [--rounds 3] [--ppo_iterations 2]``.
 """
@@ -24,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import torch
@@ -31,13 +34,26 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._common import machine_info, print_table, write_results  # noqa: E402
-from benchmarks.go2_throughput import _rate  # noqa: E402
 from rslkit.envs.tasks.go2_flat import HOME, Go2FlatCfg, Go2FlatTask  # noqa: E402
 from rslkit.envs.tasks.go2_rough import Go2RoughCfg, Go2RoughTask  # noqa: E402
 
 ROWS = ("task", "physics", "flat_physics")
 NOISE = 0.125
 """Standard deviation (rad) of the raw rows' PD targets around the standing pose (the task's 0.25 x 0.5 randn)."""
+
+
+def _rates(step: Callable[[], None], num_envs: int, seconds: float) -> dict[str, float]:
+    """Env steps per wall-clock second and per CPU second (this process, all threads) of ``step``, after one
+    warm-up call (one call = one control step of ``num_envs`` envs)."""
+    step()
+    calls, wall, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall < seconds:
+        step()
+        calls += 1
+    return {
+        "wall": calls * num_envs / (time.perf_counter() - wall),
+        "cpu": calls * num_envs / max(time.process_time() - cpu, 1e-9),
+    }
 
 
 def _task_step(n: int, threads: int) -> Callable[[], None]:
@@ -54,19 +70,19 @@ def _physics_step(env: Go2FlatTask) -> Callable[[], None]:
     return lambda: env.backend.step(home + NOISE * torch.randn(n, 12, generator=g, dtype=torch.float64))
 
 
-def _child(row: str, n: int, seconds: float, threads: int) -> float:
+def _child(row: str, n: int, seconds: float, threads: int) -> dict[str, float]:
     torch.set_num_threads(1)
     if row == "task":
-        return _rate(_task_step(n, threads), n, seconds)
+        return _rates(_task_step(n, threads), n, seconds)
     if row == "physics":
-        return _rate(_physics_step(Go2RoughTask(Go2RoughCfg(num_envs=n, sim_threads=threads))), n, seconds)
-    return _rate(_physics_step(Go2FlatTask(Go2FlatCfg(num_envs=n, sim_threads=threads))), n, seconds)
+        return _rates(_physics_step(Go2RoughTask(Go2RoughCfg(num_envs=n, sim_threads=threads))), n, seconds)
+    return _rates(_physics_step(Go2FlatTask(Go2FlatCfg(num_envs=n, sim_threads=threads))), n, seconds)
 
 
-def _measure(row: str, n: int, seconds: float, threads: int) -> float:
+def _measure(row: str, n: int, seconds: float, threads: int) -> dict[str, float]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", row, str(n), str(seconds), str(threads)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
-    return float(json.loads(out.strip().splitlines()[-1])["rate"])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def ppo_throughput(n: int, iterations: int, threads: int) -> list[float]:
@@ -90,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.child:
         row, n, seconds, threads = args.child
-        print(json.dumps({"rate": _child(row, int(n), float(seconds), int(threads))}))
+        print(json.dumps(_child(row, int(n), float(seconds), int(threads))))
         return {}
     torch.set_num_threads(1)
     results: dict = {
@@ -107,15 +123,16 @@ def main(argv: list[str] | None = None) -> dict:
         for r in range(args.rounds):
             rates = {row: _measure(row, n, args.seconds, args.sim_threads) for row in ROWS}
             rounds.append(rates)
-            print(f"n={n} round {r}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rates.items()), flush=True)
-        overhead = statistics.median(1.0 - x["task"] / x["physics"] for x in rounds)
-        hfield_cost = statistics.median(1.0 - x["physics"] / x["flat_physics"] for x in rounds)
-        medians = {row: statistics.median(x[row] for x in rounds) for row in ROWS}
-        results["rows"].append(
-            {"num_envs": n, "rounds": rounds, "median": medians, "overhead": overhead, "hfield_cost": hfield_cost}
-        )
-        table.append([str(n), *(f"{medians[row]:,.0f}" for row in ROWS), f"{overhead:.1%}", f"{hfield_cost:.1%}"])
-    print_table(["envs", *ROWS, "task overhead", "hfield vs plane"], table)
+            shown = ", ".join(f"{k} {v['wall']:,.0f} ({v['cpu']:,.0f} per CPU-s)" for k, v in rates.items())
+            print(f"n={n} round {r}: {shown}", flush=True)
+        for clock in ("wall", "cpu"):
+            overhead = statistics.median(1.0 - x["task"][clock] / x["physics"][clock] for x in rounds)
+            hfield = statistics.median(1.0 - x["physics"][clock] / x["flat_physics"][clock] for x in rounds)
+            medians = {row: statistics.median(x[row][clock] for x in rounds) for row in ROWS}
+            summary = {"overhead": overhead, "hfield_cost": hfield, "median": medians}
+            results["rows"].append({"num_envs": n, "clock": clock, **summary, "rounds": rounds})
+            table.append([str(n), clock, *(f"{medians[row]:,.0f}" for row in ROWS), f"{overhead:.1%}", f"{hfield:.1%}"])
+    print_table(["envs", "per", *ROWS, "task overhead", "hfield vs plane"], table)
     if args.ppo_iterations > 0:
         n = args.num_envs[0]
         rates = ppo_throughput(n, args.ppo_iterations, args.sim_threads)

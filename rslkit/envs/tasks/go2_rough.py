@@ -8,9 +8,11 @@ privileged observations for a teacher policy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import mujoco
 import torch
+from tensordict import TensorDict
 
 from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.tasks.go2_flat import LEGS, SPAWN_HEIGHT, Go2FlatCfg, Go2FlatTask
@@ -18,6 +20,9 @@ from rslkit.envs.terrain.curriculum import CurriculumCfg, TerrainCurriculum
 from rslkit.envs.terrain.generator import TerrainCfg, generate_terrain
 from rslkit.envs.terrain.height_field import HeightField, scan_grid
 from rslkit.envs.terrain.mjcf import set_terrain
+
+if TYPE_CHECKING:
+    from rslkit.envs.mujoco.go2 import Go2ModelCfg
 
 FORCE_SCALE = 0.01
 """Foot contact forces are observed in units of 100 N (the standing Go2 puts ~40 N on each foot)."""
@@ -92,7 +97,7 @@ class Go2RoughTask(Go2FlatTask):
         noise = cfg.noise_level * cfg.height_noise * HEIGHT_SCALE
         self._height_noise = torch.full((self._scan_points.shape[0],), noise, device=self.device)
 
-    def _model_spec(self, model_cfg) -> mujoco.MjSpec:
+    def _model_spec(self, model_cfg: Go2ModelCfg) -> mujoco.MjSpec:
         """go2-flat's robot with the terrain as its floor and a contact-force sensor (3 values) per foot."""
         from rslkit.envs.mujoco.go2 import CONTACT_FORCE, FLOOR, add_floor_contact_sensor
 
@@ -188,7 +193,7 @@ class Go2RoughTask(Go2FlatTask):
         return {"policy": names["policy"], "teacher": teacher, "critic": names["critic"] + scan + forces}
 
     # ----------------------------------------------------------------- logging
-    def step(self, actions: torch.Tensor) -> tuple:
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """As go2-flat's step, adding the mean terrain level (``Curriculum/terrain_level``) to ``extras["log"]``."""
         obs, rewards, dones, extras = super().step(actions)
         extras["log"]["Curriculum/terrain_level"] = self.curriculum.mean_level()
