@@ -1,5 +1,5 @@
 """go2-rough: observation groups and names, spawning on the envs' tiles, the curriculum inside the task, determinism
-whatever the thread count, exact resume, registration and a train.py smoke run."""
+whatever the thread count, exact resume, registration, a train.py smoke run, the Warp backend and the Go2 mirror."""
 
 from __future__ import annotations
 
@@ -162,3 +162,17 @@ def test_warp_runs_the_same_task_code() -> None:
     for _ in range(20):
         envs["warp"].step(torch.zeros(4, 12, device=envs["warp"].device))
     assert bool((envs["warp"].base_height > 0.12).all())  # standing on the heightfield, not fallen through it
+
+
+def test_left_right_mirror_knows_every_column() -> None:
+    """PPO's ``go2`` symmetry reads go2-rough's column names: height samples swap with the sample at ``-dy``."""
+    from rslkit.envs.tasks.go2_symmetry import go2_mirror
+
+    env = _task(num_envs=2, noise_level=0.0)
+    mirror = go2_mirror(env)  # raises for a column its rule does not know
+    obs = env.get_observations()
+    mirrored = mirror.observations(obs)
+    names = env.observation_names["teacher"]
+    left, right = names.index("height_x5.x+0.30_y+0.20"), names.index("height_x5.x+0.30_y-0.20")
+    torch.testing.assert_close(mirrored["teacher"][:, left], obs["teacher"][:, right])
+    torch.testing.assert_close(mirror.observations(mirrored)["critic"], obs["critic"])
