@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rslkit.runners.dsrl_runner import DSRLRunner, DSRLRunnerCfg
 from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
@@ -21,6 +22,7 @@ ALGORITHMS: dict[str, tuple[type, Any]] = {
     "reinflow": (ReinFlowRunnerCfg, ReinFlowRunner),
     "vla-bc": (VLABCRunnerCfg, PretrainRunner),
     "vla-reinflow": (VLAReinFlowRunnerCfg, VLAReinFlowRunner),
+    "dsrl": (DSRLRunnerCfg, DSRLRunner),
 }
 """Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``. Behaviour cloning has one
