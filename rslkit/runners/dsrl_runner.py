@@ -2,9 +2,9 @@
 
 Wagenmaker et al. 2025 ("Steering your diffusion policy with latent space RL"): the behaviour-cloned flow policy
 (a flow-bc or vla-bc checkpoint) stays frozen; SAC learns a small actor ``pi(w | o)`` over its initial noise, the
-*latent action* ``w in [-1, 1]^(Ta A)`` (tanh-squashed, scaled to ``x0 = latent_scale * w``), and critics
-``Q(o, w)``. The frozen policy's deterministic sampler turns ``x0`` into the executed chunk; no gradient passes
-through it, so it works with any flow chunk policy. The env SAC sees is
+*latent action* ``w in [-1, 1]^(Ta A)`` (tanh-squashed, scaled to ``x0 = latent_scale * w``; its mean starts at
+``w = 0``), and critics ``Q(o, w)``. The frozen policy's deterministic sampler turns ``x0`` into the executed chunk;
+no gradient passes through it, so it works with any flow chunk policy. The env SAC sees is
 :class:`~rslkit.runners.latent_action_env.LatentActionEnv` (one transition per chunk, reward the discounted sum of
 the chunk's rewards), so this runner is the off-policy runner over that env: SAC's ``algorithm.gamma`` is the
 discount per decision (``gamma_step^Ta``). The deployed policy is ``obs -> tanh(mu(o)) -> frozen sampler -> chunk``
@@ -151,6 +151,27 @@ class DSRLRunner(OffPolicyRunner):
         self._executor: ChunkExecutor | None = None
         super().__init__(self.latent_env, cfg, log_dir, device, dist_info, run_info)
         self.cfg: DSRLRunnerCfg = cfg
+        self._start_at_zero_latent()
+
+    def _start_at_zero_latent(self) -> None:
+        """Zero the mean half of the latent actor's output layer: its deterministic action starts at ``w = 0``, the
+        frozen policy's chunk from zero noise, instead of an arbitrary steering of it."""
+        last = self.policy.actor.net[-1]
+        assert isinstance(last, torch.nn.Linear)
+        with torch.no_grad():
+            last.weight[: self.env.num_actions].zero_()
+            last.bias[: self.env.num_actions].zero_()
+
+    @property
+    def total_env_steps(self) -> int:
+        """Env steps taken so far: every decision runs the ``Ta`` actions of its chunk."""
+        return self.env_steps * self.env.num_envs * self.frozen.horizon
+
+    def _metrics(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        """The off-policy runner's metrics, with the speed in env steps (not decisions) per second."""
+        metrics = super()._metrics(*args, **kwargs)
+        metrics["Perf/steps_per_s"] *= self.frozen.horizon
+        return metrics
 
     def chunk(self, obs: TensorDict) -> torch.Tensor:
         """The deployed policy's env-unit chunks ``[N, Ta, A]``: the latent actor's mean action ``tanh(mu(o))``

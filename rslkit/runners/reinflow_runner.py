@@ -127,6 +127,25 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
     pretrained_algorithm: str
     """The behaviour-cloning algorithm whose checkpoints this runner fine-tunes (for error messages)."""
 
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: ChainCfgT,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
+        self._pretrained_from = cfg.pretrained
+        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
+        self._build(cfg.pretrained)
+
+    @abstractmethod
+    def _build(self, pretrained: str) -> None:
+        """Build the policy (with the weights of the behaviour-cloning checkpoint ``pretrained``, when not empty),
+        its chain and algorithm, and hand them to :meth:`_set_algorithm`."""
+
     def _set_algorithm(self, alg: ReinFlow, obs: TensorDict, initialized: bool) -> None:
         """Take ``alg`` (its chain's horizon sets the chunked env) and start the loop's state.
 
@@ -297,21 +316,11 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
     algorithm_name = "reinflow"
     pretrained_algorithm = FlowBCRunnerCfg.ALGORITHM
 
-    def __init__(
-        self,
-        env: VecEnv,
-        cfg: ReinFlowRunnerCfg,
-        log_dir: str | Path | None = None,
-        device: str | torch.device = "cpu",
-        dist_info: DistInfo | None = None,
-        run_info: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        self._pretrained_from = cfg.pretrained
-        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
-        weights = None
-        if cfg.pretrained:
-            agent_cfg, weights = load_pretrained(cfg.pretrained, self.device, FlowBCRunnerCfg, "ReinFlow")
+    def _build(self, pretrained: str) -> None:
+        """Flow policy (from the flow-bc checkpoint ``pretrained`` when given), chain, algorithm and loop state."""
+        cfg, env, weights = self.cfg, self.env, None
+        if pretrained:
+            agent_cfg, weights = load_pretrained(pretrained, self.device, FlowBCRunnerCfg, "ReinFlow")
             cfg.policy = from_dict(FlowPolicyCfg, agent_cfg["policy"])
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)

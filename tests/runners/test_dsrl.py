@@ -147,9 +147,11 @@ def test_exact_resume_and_same_seed_same_run(pretrained, tmp_path):
 
 def test_deployed_policy_runs_chunks_of_the_latent_actor(pretrained):
     runner = _runner(pretrained)
-    runner.learn(1)
     env = make_env("pendulum", num_envs=3, episode_length=10, seed=3)
     obs = env.get_observations()
+    start = runner.frozen.act_chunk(obs["policy"], x0=torch.zeros(3, 4, 1))
+    assert torch.equal(runner.chunk(obs), start)  # the latent actor starts at w = 0: the BC policy's zero-noise chunk
+    runner.learn(1)
     policy = runner.inference_policy()
     first = policy(obs)
     latent = runner.policy.act_inference(obs)
