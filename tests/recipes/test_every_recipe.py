@@ -128,7 +128,7 @@ def test_recipe_trains_reloads_plays_and_exports(
     from rslkit.deploy.export import export_checkpoint
     from rslkit.deploy.onnx_policy import OnnxPolicy
 
-    if algo == "dsrl":  # the latent actor alone is no deployable policy: export refuses it (docs/reinflow.md)
+    if algo == "dsrl":  # the latent actor alone is no deployable policy: export refuses it (docs/algorithms.md)
         with pytest.raises(ValueError, match="DSRL policy is its latent actor"):
             export_checkpoint(ckpt, root / f"{task}-{algo}.onnx")
         return
