@@ -5,43 +5,24 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rslkit.algorithms.flow_bc import FlowBCCfg
 from rslkit.algorithms.sac import SACCfg, SACNetworkCfg
-from rslkit.data import record_episodes, write_lerobot_dataset
 from rslkit.envs import make_env
 from rslkit.envs.action_chunk import ActionChunkWrapper
-from rslkit.envs.tasks.pendulum import pendulum_expert
-from rslkit.models.flow import FlowPolicy, FlowPolicyCfg
+from rslkit.models.flow import FlowPolicy
 from rslkit.runners.dsrl_runner import DSRLRunner, DSRLRunnerCfg, dsrl_cfg
 from rslkit.runners.evaluation import evaluate_episodes
-from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.latent_action_env import LatentActionEnv
-from rslkit.runners.pretrain_runner import PretrainRunner
 from rslkit.runners.sac_config import SACRunnerCfg
 from rslkit.storage.replay_buffer import ReplayCfg
 from rslkit.utils.checkpoint import load_checkpoint
 from rslkit.utils.seeding import seed_everything
 from rslkit.utils.validation import ConfigError
+from tests.runners.flow_bc_checkpoint import flow_bc_checkpoint
 
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
-    """A flow-bc checkpoint of pendulum (chunks of 4, K = 2), one short iteration of behaviour cloning."""
-    root = tmp_path_factory.mktemp("dsrl")
-    episodes = record_episodes(make_env("pendulum", num_envs=4, episode_length=20), pendulum_expert, 4, 0.3)
-    dataset = write_lerobot_dataset(root / "demos", episodes, fps=20)
-    cfg = FlowBCRunnerCfg(
-        dataset=str(dataset),
-        algorithm=FlowBCCfg(batch_size=32),
-        policy=FlowPolicyCfg(horizon=4, num_inference_steps=2, hidden_dim=16, num_blocks=1),
-        updates_per_iteration=5,
-        eval_interval=0,
-        save_interval=1,
-        logger=(),
-    )
-    seed_everything(0)
-    PretrainRunner(make_env("pendulum", num_envs=2, episode_length=20, seed=0), cfg, root / "bc").learn(1)
-    return str(root / "bc" / "model_1.pt")
+    return flow_bc_checkpoint(tmp_path_factory.mktemp("dsrl"))
 
 
 def _cfg(path, **kw):
