@@ -146,8 +146,9 @@ class DSRLRunner(OffPolicyRunner):
         self.frozen, sampler = frozen_flow_policy(cfg.pretrained, env, cfg.num_inference_steps, torch.device(device))
         """The steered policy (never trained: eval mode, ``requires_grad`` off)."""
         horizon = self.frozen.horizon
-        chunk_env = cfg.chunk_env(env, horizon, cfg.algorithm.gamma ** (1.0 / horizon))
-        self.latent_env = LatentActionEnv(chunk_env, sampler, cfg.latent_scale)
+        cfg.check_execution(horizon, "agent.")
+        step_gamma = cfg.algorithm.gamma ** (1.0 / horizon)
+        self.latent_env = LatentActionEnv(env, horizon, step_gamma, cfg.restart_ended(env), sampler, cfg.latent_scale)
         self._executor: ChunkExecutor | None = None
         super().__init__(self.latent_env, cfg, log_dir, device, dist_info, run_info)
         self.cfg: DSRLRunnerCfg = cfg

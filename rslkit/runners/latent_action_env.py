@@ -4,9 +4,9 @@ Wagenmaker et al. 2025 ("Steering your diffusion policy with latent space RL") k
 policy frozen and let an RL agent choose the noise its sampler starts from (the *latent action*); the policy turns
 that noise into the executed chunk. :class:`LatentActionEnv` makes that an ordinary continuous-action env, so SAC
 and the off-policy runner train it unchanged: ``step(w)`` takes ``w in [-1, 1]^(Ta A)`` (SAC's tanh-squashed
-action), starts the frozen deterministic sampler from ``x0 = latent_scale * w`` and runs the chunk it returns through
-an :class:`~rslkit.envs.action_chunk.ActionChunkWrapper` (one transition per chunk, the reward the discounted sum of
-the chunk's rewards; an episode that ends inside a chunk ends the transition). No gradient flows into the policy.
+action), starts the frozen deterministic sampler from ``x0 = latent_scale * w`` and runs the chunk it returns as an
+:class:`~rslkit.envs.action_chunk.ActionChunkWrapper` does (one transition per chunk, the reward the discounted sum
+of the chunk's rewards; an episode that ends inside a chunk ends the transition). No gradient flows into the policy.
 """
 
 from __future__ import annotations
@@ -27,47 +27,45 @@ ChunkSampler = Callable[[TensorDict, torch.Tensor], torch.Tensor]
 deterministic sampler (the ODE from ``x0``)."""
 
 
-class LatentActionEnv(VecEnv):
-    """A VecEnv whose action is a frozen flow policy's initial noise (DSRL's latent action).
+class LatentActionEnv(ActionChunkWrapper):
+    """A chunked env whose action is a frozen flow policy's initial noise (DSRL's latent action).
 
     Args:
-        chunk_env: the chunked env the policy's chunks run in (its horizon is the policy's ``Ta``).
+        env: the per-step environment.
+        horizon: ``Ta``, the policy's chunk size.
+        gamma: per-step discount inside a chunk.
+        restart_ended: see :class:`~rslkit.envs.action_chunk.ActionChunkWrapper`.
         sampler: the frozen policy's deterministic sampler (:data:`ChunkSampler`).
         latent_scale: ``x0 = latent_scale * w`` for the action ``w in [-1, 1]``: the largest initial noise the
             agent can choose per entry.
 
     Raises:
-        ValueError: for a latent scale that is not a positive finite number.
+        ValueError: for a latent scale that is not a positive finite number (and see ``ActionChunkWrapper``).
     """
 
-    def __init__(self, chunk_env: ActionChunkWrapper, sampler: ChunkSampler, latent_scale: float) -> None:
+    def __init__(
+        self,
+        env: VecEnv,
+        horizon: int,
+        gamma: float,
+        restart_ended: bool,
+        sampler: ChunkSampler,
+        latent_scale: float,
+    ) -> None:
         if not (np.isfinite(latent_scale) and latent_scale > 0):
             raise ValueError(f"The latent scale must be a finite number > 0, got {latent_scale}.")
-        self.chunk_env = chunk_env
+        super().__init__(env, horizon, gamma, restart_ended)
         self.sampler = sampler
         self.latent_scale = latent_scale
-        self.horizon, self.chunk_action_dim = chunk_env.horizon, chunk_env.num_actions
-        self.num_envs = chunk_env.num_envs
-        self.num_actions = self.horizon * self.chunk_action_dim
-        self.device = chunk_env.device
-        self.cfg = chunk_env.cfg
-        self.max_episode_length = chunk_env.max_episode_length
+        self.chunk_action_dim = env.num_actions
+        self.num_actions = horizon * env.num_actions
         self.action_space = gym.spaces.Box(-1.0, 1.0, (self.num_actions,), dtype=np.float32)
         self._obs: TensorDict | None = None
         """The observation the next latent action is chosen at (the last one returned)."""
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:  # type: ignore[override]
-        """Episode lengths of the wrapped env, in env steps."""
-        return self.chunk_env.episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.chunk_env.episode_length_buf = value
-
     def get_observations(self) -> TensorDict:
         """Observations of the wrapped env (remembered: the next :meth:`step` samples the chunk at them)."""
-        self._obs = self.chunk_env.get_observations()
+        self._obs = super().get_observations()
         return self._obs
 
     def initial_noise(self, latent: torch.Tensor) -> torch.Tensor:
@@ -79,19 +77,33 @@ class LatentActionEnv(VecEnv):
         """The env-unit chunk ``[N, Ta, A]`` the frozen policy makes of ``latent`` at ``obs`` (no gradient)."""
         return self.sampler(obs, self.initial_noise(latent.to(self.device)))
 
+    def _check_chunk(self, chunk: torch.Tensor) -> torch.Tensor:
+        """The sampler's chunk must be ``[N, Ta, A]`` (this env's own actions are the ``[N, Ta A]`` latents).
+
+        Raises:
+            ValueError: for a chunk of another shape.
+        """
+        want = (self.num_envs, self.horizon, self.chunk_action_dim)
+        if tuple(chunk.shape) != want:
+            raise ValueError(
+                f"The frozen policy's sampler returned a chunk of shape {list(chunk.shape)}, not {list(want)}."
+            )
+        return chunk
+
     def step(self, latent: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Sample the chunk of ``latent [N, Ta A]`` at the current observation and run it (see
         :meth:`ActionChunkWrapper.step` for the rewards, dones and extras)."""
+        if tuple(latent.shape) != (self.num_envs, self.num_actions):
+            raise ValueError(
+                f"LatentActionEnv.step expects latent actions [{self.num_envs}, {self.num_actions}] (num_envs, "
+                f"horizon x action size), got {list(latent.shape)}."
+            )
         obs = self._obs if self._obs is not None else self.get_observations()
-        out = self.chunk_env.step(self.chunk(obs, latent))
+        out = super().step(self.chunk(obs, latent))
         self._obs = out[0]
         return out
 
-    def state_dict(self) -> dict:
-        """State of the wrapped env."""
-        return self.chunk_env.state_dict()
-
     def load_state_dict(self, state: dict) -> None:
         """Restore the wrapped env's state (the next step reads its observation afresh)."""
-        self.chunk_env.load_state_dict(state)
+        super().load_state_dict(state)
         self._obs = None

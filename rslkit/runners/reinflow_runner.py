@@ -50,6 +50,11 @@ class ChunkedEnvCfg(ChunkExecutionCfg):
                f"must be 'auto', 'restart' or 'continue', got {mode!r}")  # fmt: skip
         self.check_execution(None)
 
+    def restart_ended(self, env: VecEnv) -> bool:
+        """Whether episodes that end inside a chunk of ``env`` restart at the chunk's end."""
+        mode = self.restart_ended_episodes
+        return mode == "restart" or (mode == "auto" and callable(getattr(env, "reset_envs", None)))
+
     def chunk_env(self, env: VecEnv, horizon: int, gamma: float) -> ActionChunkWrapper:
         """``env`` stepped one chunk of ``horizon`` actions per decision, rewards discounted by ``gamma`` per step.
 
@@ -57,9 +62,7 @@ class ChunkedEnvCfg(ChunkExecutionCfg):
             ConfigError: ``execute_steps`` exceeds ``horizon``.
         """
         self.check_execution(horizon, "agent.")
-        mode = self.restart_ended_episodes
-        restart = mode == "restart" or (mode == "auto" and callable(getattr(env, "reset_envs", None)))
-        return ActionChunkWrapper(env, horizon, gamma, restart)
+        return ActionChunkWrapper(env, horizon, gamma, self.restart_ended(env))
 
 
 @dataclass

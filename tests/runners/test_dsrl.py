@@ -7,7 +7,6 @@ from tensordict import TensorDict
 
 from rslkit.algorithms.sac import SACCfg, SACNetworkCfg
 from rslkit.envs import make_env
-from rslkit.envs.action_chunk import ActionChunkWrapper
 from rslkit.models.flow import FlowPolicy
 from rslkit.runners.dsrl_runner import DSRLRunner, DSRLRunnerCfg, dsrl_cfg
 from rslkit.runners.evaluation import evaluate_episodes
@@ -97,7 +96,7 @@ def test_chunk_transitions_sum_rewards_and_end_inside_a_chunk():
         starts.append(obs["policy"][:, 0].clone())
         return x0 + obs["policy"][:, :, None]
 
-    latent = LatentActionEnv(ActionChunkWrapper(env, 4, 0.5), sampler, latent_scale=2.0)
+    latent = LatentActionEnv(env, 4, 0.5, False, sampler, latent_scale=2.0)
     assert latent.num_actions == 4 and latent.action_space.shape == (4,)
     latent.get_observations()
     w = torch.full((2, 4), 0.25)
