@@ -30,6 +30,16 @@ EPISODE_LENGTH = 5
 """Short episodes, so that auto-resets (and the task's generator) are part of every run."""
 
 COMMON = ["--env.episode_length", str(EPISODE_LENGTH), "--agent.save_interval", "2", "--agent.logger="]
+SAC_TINY = [
+    "--agent.policy.actor_hidden_dims=16,16",
+    "--agent.policy.critic_hidden_dims=16,16",
+    "--agent.algorithm.batch_size=16",
+    "--agent.num_steps_per_env=2",
+    "--agent.random_steps=1",
+    "--agent.learning_starts=1",
+    "--agent.replay.capacity=64",
+    "--agent.replay.save_in_checkpoint=true",
+]
 TINY: dict[str, list[str]] = {
     "ppo": [
         "--agent.policy.actor_hidden_dims=16,16",
@@ -38,16 +48,7 @@ TINY: dict[str, list[str]] = {
         "--agent.algorithm.num_mini_batches=2",
         "--agent.algorithm.num_learning_epochs=2",
     ],
-    "sac": [
-        "--agent.policy.actor_hidden_dims=16,16",
-        "--agent.policy.critic_hidden_dims=16,16",
-        "--agent.algorithm.batch_size=16",
-        "--agent.num_steps_per_env=2",
-        "--agent.random_steps=1",
-        "--agent.learning_starts=1",
-        "--agent.replay.capacity=64",
-        "--agent.replay.save_in_checkpoint=true",
-    ],
+    "sac": SAC_TINY,
     "flow-bc": [
         "--agent.policy.horizon=2",
         "--agent.policy.num_inference_steps=2",
@@ -92,16 +93,7 @@ TINY: dict[str, list[str]] = {
         "--agent.num_steps_per_env=3",
         "--agent.eval_interval=1",
     ],
-    "dsrl": [
-        "--agent.policy.actor_hidden_dims=16,16",
-        "--agent.policy.critic_hidden_dims=16,16",
-        "--agent.algorithm.batch_size=16",
-        "--agent.num_steps_per_env=2",
-        "--agent.random_steps=1",
-        "--agent.learning_starts=1",
-        "--agent.replay.capacity=64",
-        "--agent.replay.save_in_checkpoint=true",
-    ],
+    "dsrl": SAC_TINY,  # SAC over the latent action
 }
 """Per algorithm: overrides that make an iteration take milliseconds (networks of 16, a few env steps)."""
 PAIRS = recipe_pairs()
