@@ -398,6 +398,11 @@ def load_checkpoint_policy(
             a policy without language input; see :func:`vla_instructions`.
     """
     env, runner, saved = load_run(checkpoint, num_envs=1, device="cpu", task=task)
+    if saved["algorithm"] == "dsrl":  # runner.policy is only the latent actor: exporting it alone would be wrong
+        raise ValueError(
+            "A DSRL policy is its latent actor followed by the frozen flow sampler, which ONNX export does not compose "
+            "yet; deploy it with play.py, or export the pretrained policy (agent.pretrained of the run)."
+        )
     period = control_period(env)
     obs = env.get_observations()
     info = {
