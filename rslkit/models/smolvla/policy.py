@@ -36,7 +36,7 @@ from rslkit.models.smolvla.lerobot_config import LeRobotSmolVLAConfig, read_lero
 from rslkit.models.smolvla.normalization import MeanStdNormalizer
 from rslkit.models.smolvla.processor_files import read_stats, stats_of
 from rslkit.models.smolvla.tuning import add_lora, freeze, frozen_modules
-from rslkit.models.smolvla.vlm import load_tokenizer, vlm_directory
+from rslkit.models.smolvla.vlm import load_tokenizer, vision_image_size, vlm_directory
 from rslkit.models.smolvla.vlm_with_expert import PrefixCache
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
@@ -92,7 +92,7 @@ class SmolVLAPolicy(VLAPolicy):
         if not settings.pretrained:
             cameras = tuple(settings.camera_names(cfg.cameras).values())
             return scratch_config(settings, state_dim, action_dim, cameras, cfg.horizon, cfg.num_inference_steps,
-                                  tuple(cfg.image_size), cfg.vlm_layers)  # fmt: skip
+                                  vision_image_size(vlm_dir), cfg.vlm_layers)  # fmt: skip
         lr = read_lerobot_config(settings.pretrained)
         source = settings.pretrained
         for name, ours, theirs in (("horizon", cfg.horizon, lr.chunk_size),

@@ -9,6 +9,7 @@ tokenizer files, e.g. ``hf download HuggingFaceTB/SmolVLM2-500M-Video-Instruct -
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,12 @@ def vlm_directory(name: str) -> Path:
             "(model_type 'smolvlm', e.g. HuggingFaceTB/SmolVLM2-500M-Video-Instruct saved to a local directory)."
         )
     return directory
+
+
+def vision_image_size(directory: Path) -> int:
+    """The side of the square images the VLM's vision encoder was made for (``vision_config.image_size``)."""
+    config = json.loads((directory / "config.json").read_text())
+    return int(config.get("vision_config", {}).get("image_size", 512))
 
 
 def build_vlm(directory: Path, num_vlm_layers: int) -> nn.Module:
