@@ -11,8 +11,8 @@ processor pipelines write it (``config.json``, ``model.safetensors``, ``policy_{
 ``io.safetensors``: model-level inputs (normalized state, images in [0, 1], token ids), fixed noise and time, the
 flow loss, the sampled chunk (prefix KV cache), and raw-unit inputs with the chunk that LeRobot's pre/post-processor
 pipelines give around the policy. LeRobot 0.4.4 cannot sample without its KV cache (``use_cache=False`` raises;
-``made_by.json`` records the error), so rslkit's no-cache path is held to the cached chunk. Weights are rounded to float16 values (still stored and run in float32) so the
-files stay small.
+``made_by.json`` records the error), so rslkit's no-cache path is held to the cached chunk. Weights are rounded to
+float16 values (still stored and run in float32) so that the files compress well in git.
 
 ``check-saved DIR`` loads a checkpoint that rslkit saved (``tests/models/smolvla/save_for_lerobot.py``) with
 LeRobot's ``from_pretrained`` (strict) and its processors, runs the inputs stored in ``DIR/rslkit_io.safetensors``
