@@ -79,6 +79,7 @@ from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig  # noqa
 from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy  # noqa: E402
 from lerobot.policies.smolvla.processor_smolvla import make_smolvla_pre_post_processors  # noqa: E402
 from lerobot.processor import PolicyProcessorPipeline  # noqa: E402
+from lerobot.processor.converters import policy_action_to_transition, transition_to_policy_action  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 
@@ -297,9 +298,19 @@ def check_saved(directory: Path) -> None:
         config = json.loads((ckpt / "config.json").read_text())
         config["vlm_model_name"] = str(FIXTURES / "vlm")
         (ckpt / "config.json").write_text(json.dumps(config))
+        pre_json = json.loads((ckpt / "policy_preprocessor.json").read_text())
+        for step in pre_json["steps"]:
+            if "tokenizer_name" in step["config"]:
+                step["config"]["tokenizer_name"] = str(FIXTURES / "vlm")
+        (ckpt / "policy_preprocessor.json").write_text(json.dumps(pre_json))
         policy = SmolVLAPolicy.from_pretrained(ckpt, local_files_only=True, strict=True).eval()
         pre = PolicyProcessorPipeline.from_pretrained(ckpt, config_filename="policy_preprocessor.json")
-        post = PolicyProcessorPipeline.from_pretrained(ckpt, config_filename="policy_postprocessor.json")
+        post = PolicyProcessorPipeline.from_pretrained(
+            ckpt,
+            config_filename="policy_postprocessor.json",
+            to_transition=policy_action_to_transition,
+            to_output=transition_to_policy_action,
+        )
     cameras = [k for k in policy.config.image_features if not k.split(".")[-1].startswith("empty_camera")]
     images = images_float(io, cameras)
     raw = {"observation.state": io["state_raw"], **images, "task": meta["instructions"]}
