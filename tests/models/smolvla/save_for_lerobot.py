@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import save_file
 
 from rslkit.models.smolvla.policy import SmolVLAPolicy
+from rslkit.models.smolvla.tuning import LEROBOT_LORA_TARGETS
 from tests.models.smolvla.fixture_policy import INSTRUCTIONS, load, raw_obs
 
 NAME = "interleaved_1cam"
@@ -24,8 +25,7 @@ def fine_tuned() -> tuple[SmolVLAPolicy, dict[str, torch.Tensor]]:
     """The fixture policy after 3 AdamW steps of LeRobot's loss on LoRA adapters (expert q/v and the projections),
     with statistics other than the checkpoint's."""
     torch.manual_seed(0)
-    policy, data = load(NAME, policy={"backbone_trainable": "lora", "lora_targets": ("q_proj", "v_proj", "state_proj",
-                                      "action_in_proj", "action_out_proj", "action_time_mlp_in", "action_time_mlp_out")})  # fmt: skip
+    policy, data = load(NAME, policy={"backbone_trainable": "lora", "lora_targets": LEROBOT_LORA_TARGETS})
     policy.obs_normalizer.set_stats(data["state_raw"].mean(0), data["state_raw"].std(0))
     policy.action_normalizer.set_stats(data["actions_raw"].mean((0, 1)), data["actions_raw"].std((0, 1)))
     params = [p for p in policy.parameters() if p.requires_grad]
