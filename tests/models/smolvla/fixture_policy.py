@@ -48,8 +48,8 @@ def load(name: str, **settings) -> tuple[SmolVLAPolicy, dict[str, torch.Tensor]]
 def raw_obs(policy: SmolVLAPolicy, data: dict[str, torch.Tensor]) -> TensorDict:
     """The fixture's raw observation groups: state, instruction token ids, uint8 cameras."""
     groups = {"policy": data["state_raw"], INSTRUCTION_GROUP: policy.encode_instructions(INSTRUCTIONS)}
-    for camera in policy.cameras:
-        groups[camera_group(camera)] = data[f"observation.images.{camera}.uint8"]
+    for source, target in policy.cameras.items():  # dataset camera -> the checkpoint camera it feeds
+        groups[camera_group(source)] = data[f"observation.images.{target}.uint8"]
     return TensorDict(groups, batch_size=[data["state_raw"].shape[0]])
 
 
@@ -61,6 +61,6 @@ def model_inputs(policy: SmolVLAPolicy, data: dict[str, torch.Tensor]) -> Tensor
     mask = torch.nn.functional.pad(data["token_mask"].long(), (0, pad))
     state = torch.nn.functional.pad(data["state_n"], (0, lr.max_state_dim - data["state_n"].shape[1]))
     groups = {"state": state, INSTRUCTION_GROUP: torch.cat([tokens, mask], dim=1)}
-    for camera in policy.cameras:
-        groups[camera_group(camera)] = data[f"observation.images.{camera}.uint8"].permute(0, 3, 1, 2).float() / 255.0
+    for source, target in policy.cameras.items():  # dataset camera -> the checkpoint camera it feeds
+        groups[camera_group(source)] = data[f"observation.images.{target}.uint8"].permute(0, 3, 1, 2).float() / 255.0
     return TensorDict(groups, batch_size=[state.shape[0]])
