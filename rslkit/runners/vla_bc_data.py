@@ -66,7 +66,11 @@ class VLABCRunnerCfg(BCRunCfg):
         self.check_execution(self.policy.horizon)
         shift = self.augment_shift
         expect(isinstance(shift, int) and shift >= 0, "augment_shift", f"must be an integer >= 0, got {shift}")
-        expect(self.policy.language_dim > 0, "policy.language_dim", "must be > 0: a VLA policy reads instructions")
+        expect(
+            self.policy.language_dim > 0 or self.policy.backbone == "smolvla",  # SmolVLA reads token ids
+            "policy.language_dim",
+            "must be > 0: a VLA policy reads instructions",
+        )
 
     def make_data(self, env: VecEnv, device: torch.device, seed: int) -> VLABCData:
         """A :class:`VLABCData` of this config."""
