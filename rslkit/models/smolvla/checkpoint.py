@@ -10,6 +10,7 @@ VLM directory's config; every key must match by name and shape, so a VLM directo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save
@@ -40,7 +41,8 @@ def load_weights(flow: SmolVLAFlow, directory: Path, vlm_dir: Path) -> None:
         )
     stored = {k[len(PREFIX) :]: v for k, v in load_file(file).items() if k.startswith(PREFIX)}
     own = flow.state_dict()
-    if LM_HEAD not in stored and LM_HEAD in own and flow.vlm_with_expert.vlm.config.tie_word_embeddings:
+    vlm: Any = flow.vlm_with_expert.vlm
+    if LM_HEAD not in stored and LM_HEAD in own and vlm.config.tie_word_embeddings:
         stored[LM_HEAD] = stored.get("vlm_with_expert.vlm.model.text_model.embed_tokens.weight", own[LM_HEAD])
     missing, extra = sorted(set(own) - set(stored)), sorted(set(stored) - set(own))
     wrong = [

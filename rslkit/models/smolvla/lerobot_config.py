@@ -85,7 +85,7 @@ class LeRobotSmolVLAConfig:
 
     def to_json(self) -> dict[str, Any]:
         """``config.json`` content: the read object with this config's fields written over it."""
-        out = dict(self.raw) if self.raw else {"type": "smolvla"}
+        out: dict[str, Any] = dict(self.raw) if self.raw else {"type": "smolvla"}
         out["input_features"] = {
             STATE_KEY: {"type": "STATE", "shape": [self.state_dim]},
             **{IMAGE_PREFIX + c: {"type": "VISUAL", "shape": self._image_shape(c)} for c in self.cameras},
@@ -141,7 +141,7 @@ def read_lerobot_config(directory: str | Path) -> LeRobotSmolVLAConfig:
             f"{path}/config.json must name input_features {STATE_KEY!r} and at least one camera "
             f"({IMAGE_PREFIX}<name>) and output_features {ACTION_KEY!r}; it has {sorted(inputs)} / {sorted(outputs)}."
         )
-    known = {n: (tuple(raw[n]) if isinstance(raw[n], list) else raw[n]) for n in _FIELDS if n in raw}
+    known: dict[str, Any] = {n: (tuple(raw[n]) if isinstance(raw[n], list) else raw[n]) for n in _FIELDS if n in raw}
     cfg = LeRobotSmolVLAConfig(
         state_dim=int(inputs[STATE_KEY]["shape"][-1]),
         action_dim=int(outputs[ACTION_KEY]["shape"][-1]),

@@ -56,6 +56,8 @@ class SmolVLAPolicy(VLAPolicy):
     """
 
     net: SmolVLAFlow  # type: ignore[assignment]  # the velocity net of this policy: LeRobot's flow model
+    obs_normalizer: MeanStdNormalizer  # type: ignore[assignment]  # MEAN_STD with padding, not min-max
+    action_normalizer: MeanStdNormalizer  # type: ignore[assignment]
 
     def __init__(self, state_dim: int, action_dim: int, cfg: VLAPolicyCfg) -> None:
         nn.Module.__init__(self)  # VLAPolicy's own CNN tokenizer and expert are not built: SmolVLA replaces both

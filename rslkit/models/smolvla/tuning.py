@@ -17,6 +17,7 @@ default is ``q_proj,v_proj`` plus the five projections. Saving in LeRobot's form
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,7 +33,7 @@ LEROBOT_LORA_TARGETS = ("q_proj", "v_proj", *PROJECTIONS)
 
 def freeze(flow: SmolVLAFlow, settings: SmolVLACfg) -> None:
     """Set ``requires_grad`` per LeRobot's freeze options (module doc)."""
-    vlm = flow.vlm_with_expert.vlm
+    vlm: Any = flow.vlm_with_expert.vlm
     flow.requires_grad_(True)
     vlm.lm_head.requires_grad_(False)
     if settings.freeze_vision_encoder:
@@ -44,7 +45,7 @@ def freeze(flow: SmolVLAFlow, settings: SmolVLACfg) -> None:
 
 def frozen_modules(flow: SmolVLAFlow, settings: SmolVLACfg) -> list[nn.Module]:
     """The modules that stay in eval mode while the policy trains."""
-    vlm = flow.vlm_with_expert.vlm
+    vlm: Any = flow.vlm_with_expert.vlm
     if settings.train_expert_only:
         return [vlm]
     return [vlm.model.vision_model] if settings.freeze_vision_encoder else []
@@ -102,5 +103,5 @@ def lerobot_state_dict(flow: SmolVLAFlow) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         for name, module in flow.named_modules():
             if isinstance(module, LoraLayer):
-                out[f"{name}.weight"] += module.get_delta_weight("default").float()
+                out[f"{name}.weight"] += module.get_delta_weight("default").float()  # type: ignore[attr-defined]
     return out

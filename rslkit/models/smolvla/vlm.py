@@ -52,7 +52,7 @@ def vision_image_size(directory: Path) -> int:
     return int(config.get("vision_config", {}).get("image_size", 512))
 
 
-def build_vlm(directory: Path, num_vlm_layers: int) -> nn.Module:
+def build_vlm(directory: Path, num_vlm_layers: int) -> Any:
     """``SmolVLMForConditionalGeneration`` of ``directory``'s config with random weights, its text model cut to
     the first ``num_vlm_layers`` layers (<= 0: all).
 
@@ -92,7 +92,7 @@ def expert_config(text_config: Any, width_multiplier: float, num_layers: int) ->
     return config
 
 
-def build_expert(text_config: Any, width_multiplier: float, num_layers: int, every_n: int) -> nn.Module:
+def build_expert(text_config: Any, width_multiplier: float, num_layers: int, every_n: int) -> Any:
     """The action expert: a Llama text model (no token embeddings) whose cross-attention layers (all but every
     ``every_n``-th; all when ``every_n <= 0``) read the VLM layer's keys/values through their own ``k_proj`` /
     ``v_proj`` from the VLM's key/value width."""

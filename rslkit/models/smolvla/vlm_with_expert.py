@@ -73,10 +73,10 @@ class SmolVLMWithExpert(nn.Module):
 
     def __init__(self, vlm_dir: Any, num_vlm_layers: int, width_multiplier: float, every_n: int) -> None:
         super().__init__()
-        self.vlm = build_vlm(vlm_dir, num_vlm_layers)
+        self.vlm: Any = build_vlm(vlm_dir, num_vlm_layers)
         text = self.vlm.config.text_config
         self.num_layers = len(self.text_model.layers)
-        self.lm_expert = build_expert(text, width_multiplier, self.num_layers, every_n)
+        self.lm_expert: Any = build_expert(text, width_multiplier, self.num_layers, every_n)
         self.every_n = every_n
         self.num_heads = int(text.num_attention_heads)
         self.head_dim = int(text.head_dim)
