@@ -63,7 +63,8 @@ class VLAPolicyCfg:
     ``vlm_layers`` text decoder layers over the camera, instruction and state tokens: SmolVLA's prefix) or
     ``smolvla`` (the whole SmolVLA: its VLM from ``backbone_path``, its settings under ``smolvla``)."""
     backbone_path: str = ""
-    """``hf-vision`` / ``hf-vlm``: a local ``transformers`` model directory, or a hub name already in the local cache
+    """``hf-vision`` / ``hf-vlm`` / ``smolvla`` (its SmolVLM2 config and tokenizer): a local ``transformers`` model
+    directory, or a hub name already in the local cache
     (never downloaded)."""
     backbone_layers: int = 0
     """``hf-vision`` / ``hf-vlm``: keep only the first N layers of the vision encoder (cheaper, earlier features);
