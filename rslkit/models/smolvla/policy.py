@@ -152,6 +152,12 @@ class SmolVLAPolicy(VLAPolicy):
             mean, std = stats.get(f"{key}.mean"), stats.get(f"{key}.std")
             if mean is not None and std is not None and mean.shape == (normalizer.dim,):
                 normalizer.set_stats(mean, std)
+            else:
+                warnings.warn(
+                    f"SmolVLA: the checkpoint's {key} statistics do not fit this robot ({normalizer.dim} values): "
+                    "mean 0, std 1 until a run sets them from its dataset (vla-bc does on a fresh run).",
+                    stacklevel=3,
+                )
 
     # ---------------------------------------------------------------- VLAPolicy's interface
     @property
