@@ -158,8 +158,9 @@ def main(argv: list[str] | None = None, device: str = "cpu", bf16: bool = False,
     parser.add_argument("--cameras", type=int, default=1)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2, help="timed repeats after one warm-up")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads of each child (2 threads on a
-                        shared 2-core machine ran 20x slower than 1 here)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads per child (2 ran 20x slower than 1 on 2 shared cores)"
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per mode")
     parser.add_argument("--note", default="", help="what else loaded the machine")
     parser.add_argument("--out", default=None)
