@@ -66,7 +66,7 @@ def test_the_lerobot_fixture_checkpoint_fine_tunes_through_vla_bc(dataset, tmp_p
     settings = SmolVLACfg(pretrained=str(FIXTURES / "interleaved_1cam"), camera_map=("front=top",))
     policy = VLAPolicyCfg(backbone="smolvla", backbone_path=str(VLM), cameras=("front",), image_size=(16, 16),
                           horizon=5, num_inference_steps=3, smolvla=settings)  # fmt: skip
-    with pytest.warns(UserWarning, match="observation.state statistics do not fit this robot"):
+    with pytest.warns(UserWarning, match="statistics do not fit this robot"):
         env = InstructedPointEnv(num_envs=4, seed=1)
         runner = PretrainRunner(env, _cfg(dataset, policy, 1), None, run_info={"seed": 0})
     vlm_before = runner.policy.net.vlm_with_expert.vlm.model.text_model.layers[0].self_attn.q_proj.weight.clone()
