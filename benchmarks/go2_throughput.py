@@ -155,7 +155,7 @@ def sync_vector_step(model: mujoco.MjModel, n: int) -> Callable[[], None]:
 
 def ppo_throughput(n: int, iterations: int, threads: int) -> list[float]:
     """Steps/s (collection + PPO update) of ``iterations`` PPO iterations with go2-flat's default agent config."""
-    from rslkit.envs.tasks.go2_flat import go2_flat_ppo_cfg
+    from rslkit.recipes.go2_flat import go2_flat_ppo_cfg
     from rslkit.runners.on_policy_runner import OnPolicyRunner
 
     env = Go2FlatTask(Go2FlatCfg(num_envs=n, sim_threads=threads))

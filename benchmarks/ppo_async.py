@@ -91,7 +91,8 @@ def _command(args: argparse.Namespace, spec: dict[str, Any], logdir: Path) -> li
                 str(args.actors * args.num_envs), "--max_iterations", str(args.iterations), "--seed", str(spec["seed"]),
                 "--logdir", str(logdir), *_overrides(args, "train")]  # fmt: skip
     return [sys.executable, "-m", "rslkit.realworld", "local", "--task", args.task, "--algo", "ppo",
-            "--actors", str(args.actors), "--num_envs", str(args.num_envs), "--max_staleness", str(spec["eta"]),
+            "--learner.rollouts_per_update", str(args.actors), "--learner.actor_envs", str(args.num_envs),
+            "--learner.max_staleness", str(spec["eta"]),
             "--max_iterations", str(args.iterations), "--seed", str(spec["seed"]), "--logdir", str(logdir),
             *_overrides(args, spec["config"])]  # fmt: skip
 

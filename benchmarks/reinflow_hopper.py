@@ -1,4 +1,5 @@
-"""ReinFlow on Hopper-v5 from imperfect demonstrations, against Gaussian PPO fine-tuned from a Gaussian BC start.
+"""ReinFlow on Hopper-v5 from imperfect demonstrations, against Gaussian PPO fine-tuned from a Gaussian BC start,
+pi_RL's Flow-SDE and DSRL (noise-space SAC over the frozen flow BC policy), all at equal env steps.
 
 The pipeline of the ReinFlow paper (flow BC from imperfect demos, then RL) sized for 2 CPU cores:
 
@@ -22,6 +23,11 @@ Per run of the benchmark:
                     ``--gauss_std`` (0.1);
        ReinFlow     from the flow BC checkpoint (paper's settings: learned noise sigma in [0.10, 0.24], clip 0.01,
                     actor lr 4.5e-5, critic lr 6.5e-4, 2 critic warm-up iterations, reward scale 0.1);
+       Flow-SDE     from the same flow BC checkpoint, ReinFlow's PPO settings, the chain with one random
+                    stochastic step (pi_RL's ODE -> SDE conversion, noise level ``--sde_noise_level`` 0.5);
+       DSRL         the flow BC policy frozen; SAC (the task's SAC recipe, gamma 0.99^4 per decision, updates per
+                    vectorized decision ``--dsrl_utd``, default the recipe's 4) over its initial noise, latent scale
+                    ``--latent_scale`` (1.5), N envs x T decisions per iteration: the env steps of the PPO methods;
        Gaussian PPO from the Gaussian BC actor: rslkit PPO (adaptive lr at desired KL 0.01), the same reward scale,
                     the same number of critic warm-up iterations (the actor's weights and its Adam state are put
                     back after each), the same env steps per iteration (N envs x 4 T steps vs N envs x T decisions
@@ -30,7 +36,8 @@ Per run of the benchmark:
      ``--eval_every`` iterations during fine-tuning.
 
 Reported: BC return, fine-tuned return, net growth (fine-tuned / BC - 1) per seed and method, wall-clock of each
-stage. Results in benchmarks/results/reinflow_hopper.json, rewritten after every finished run.
+stage. ``--methods`` picks the fine-tuning methods (default all four). Results in
+benchmarks/results/reinflow_hopper.json, rewritten after every finished run.
 """
 
 from __future__ import annotations
@@ -220,9 +227,17 @@ def gaussian_bc(dataset: Path, seed: int, num_envs: int, steps: int, iterations:
 
 # ------------------------------------------------------------------ fine-tuning
 def finetune_reinflow(
-    checkpoint: str, seed: int, num_envs: int, decisions: int, iterations: int, every: int, out: Path
+    checkpoint: str,
+    seed: int,
+    num_envs: int,
+    decisions: int,
+    iterations: int,
+    every: int,
+    out: Path,
+    **chain: Any,
 ) -> tuple[Any, list[tuple[int, float]]]:
-    """ReinFlow from a flow-BC checkpoint; returns the runner and (env steps, return) every ``every`` iterations."""
+    """ReinFlow (or, with ``chain`` settings such as ``noise_method="flow_sde"``, Flow-SDE) from a flow-BC
+    checkpoint; returns the runner and (env steps, return) every ``every`` iterations."""
     import torch
 
     from rslkit.algorithms.reinflow import ReinFlowCfg
@@ -232,7 +247,7 @@ def finetune_reinflow(
     torch.manual_seed(seed)
     cfg = ReinFlowRunnerCfg(
         pretrained=checkpoint,
-        algorithm=ReinFlowCfg(reward_scale=REWARD_SCALE, critic_warmup_iterations=WARMUP),
+        algorithm=ReinFlowCfg(reward_scale=REWARD_SCALE, critic_warmup_iterations=WARMUP, **chain),
         num_steps_per_env=decisions,
         max_iterations=iterations,
         eval_interval=0,
@@ -241,6 +256,30 @@ def finetune_reinflow(
     )
     runner = ReinFlowRunner(make_env(TASK, num_envs=num_envs, seed=seed + 2), cfg, out)
     return runner, _learn_in_chunks(runner, iterations, every, num_envs * decisions * 4)
+
+
+def finetune_dsrl(
+    checkpoint: str, seed: int, args: argparse.Namespace, out: Path
+) -> tuple[Any, list[tuple[int, float]]]:
+    """DSRL over the frozen flow-BC checkpoint: ``args.num_envs`` x ``args.decisions`` decisions per iteration (the
+    env steps of a ReinFlow iteration); returns the runner and its curve."""
+    from dataclasses import replace
+
+    import torch
+
+    from rslkit.envs import make_env
+    from rslkit.recipes import agent_cfg
+    from rslkit.runners.dsrl_runner import DSRLRunner, dsrl_cfg
+
+    torch.manual_seed(seed)
+    sac = agent_cfg(TASK, "sac")
+    if args.dsrl_utd is not None:
+        sac.algorithm = replace(sac.algorithm, utd_ratio=args.dsrl_utd)
+    cfg = dsrl_cfg(sac, 4, pretrained=checkpoint, latent_scale=args.latent_scale, num_steps_per_env=args.decisions,
+                   max_iterations=args.iterations, save_interval=10**9, logger=())  # fmt: skip
+    runner = DSRLRunner(make_env(TASK, num_envs=args.num_envs, seed=seed + 2), cfg, out)
+    steps = args.num_envs * args.decisions * 4
+    return runner, _learn_in_chunks(runner, args.iterations, args.eval_every, steps)
 
 
 def _learn_in_chunks(runner: Any, iterations: int, every: int, steps_per_it: int) -> list[tuple[int, float]]:
@@ -265,14 +304,27 @@ def run_seed(args: argparse.Namespace, seed: int, dataset: Path, root: Path) -> 
     out["flow_bc_return"] = evaluate_runner(bc)
     print(f"seed {seed}: flow BC {out['flow_bc_return']:.0f} ({out['flow_bc_s']:.0f} s)", flush=True)
     ckpt = str(root / f"flow_bc_{seed}" / f"model_{args.bc_iterations}.pt")
-    t0 = time.perf_counter()
-    rf, curve = finetune_reinflow(
-        ckpt, seed, args.num_envs, args.decisions, args.iterations, args.eval_every, root / f"reinflow_{seed}"
-    )
-    out["reinflow_s"] = time.perf_counter() - t0
-    out["reinflow_curve"] = curve
-    out["reinflow_return"] = curve[-1][1]
-    print(f"seed {seed}: ReinFlow {out['flow_bc_return']:.0f} -> {out['reinflow_return']:.0f}", flush=True)
+    flow_methods = {
+        "reinflow": {},
+        "flow_sde": {"noise_method": "flow_sde", "noise_level": args.sde_noise_level},
+        "dsrl": None,
+    }
+    for method, chain in flow_methods.items():
+        if method.replace("_", "-") not in args.methods:
+            continue
+        t0 = time.perf_counter()
+        if chain is None:
+            _, curve = finetune_dsrl(ckpt, seed, args, root / f"{method}_{seed}")
+        else:
+            common = (seed, args.num_envs, args.decisions, args.iterations, args.eval_every, root / f"{method}_{seed}")
+            _, curve = finetune_reinflow(ckpt, *common, **chain)
+        out[f"{method}_s"] = time.perf_counter() - t0
+        out[f"{method}_curve"] = curve
+        out[f"{method}_return"] = curve[-1][1]
+        print(f"seed {seed}: {method} {out['flow_bc_return']:.0f} -> {out[f'{method}_return']:.0f}", flush=True)
+    out["env_steps"] = args.iterations * args.num_envs * args.decisions * 4
+    if "ppo" not in args.methods:
+        return out
     t0 = time.perf_counter()
     g = gaussian_bc(
         dataset, seed, args.num_envs, 4 * args.decisions, args.iterations, args.gauss_std, root / f"ppo_{seed}"
@@ -285,14 +337,15 @@ def run_seed(args: argparse.Namespace, seed: int, dataset: Path, root: Path) -> 
     out["ppo_s"] = time.perf_counter() - t0
     out["ppo_return"] = out["ppo_curve"][-1][1]
     print(f"seed {seed}: PPO {out['gauss_bc_return']:.0f} -> {out['ppo_return']:.0f}", flush=True)
-    out["env_steps"] = args.iterations * args.num_envs * args.decisions * 4
     return out
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Means, net growth and the worst seed's change per method."""
     summary: dict[str, Any] = {}
-    for method, bc_key in (("reinflow", "flow_bc_return"), ("ppo", "gauss_bc_return")):
+    methods = (("reinflow", "flow_bc_return"), ("flow_sde", "flow_bc_return"), ("dsrl", "flow_bc_return"),
+               ("ppo", "gauss_bc_return"))  # fmt: skip
+    for method, bc_key in methods:
         mine = [r for r in runs if f"{method}_return" in r]
         if not mine:
             continue
@@ -321,6 +374,12 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--eval_every", type=int, default=10)
     parser.add_argument("--gauss_std", type=float, default=0.1)
+    parser.add_argument("--methods", nargs="+", choices=("reinflow", "flow-sde", "dsrl", "ppo"),
+                        default=["reinflow", "flow-sde", "dsrl", "ppo"])  # fmt: skip
+    parser.add_argument("--sde_noise_level", type=float, default=0.5, help="Flow-SDE's a (pi_RL: 0.5)")
+    parser.add_argument("--latent_scale", type=float, default=1.5, help="DSRL: x0 = latent_scale * tanh(...)")
+    parser.add_argument("--dsrl_utd", type=float, default=None, help="DSRL: SAC updates per vectorized decision "
+                        "(default: the task's SAC recipe's)")  # fmt: skip
     parser.add_argument("--work", default="/tmp/reinflow_hopper", help="datasets and checkpoints")
     parser.add_argument("--out", default=None, help="results JSON path")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -1,9 +1,11 @@
-"""ReinFlow (K=4, learned bounded noise) vs a DPPO-style noisy chain (K=10, fixed noise) on the batched pendulum.
+"""ReinFlow (K=4, learned bounded noise) vs a DPPO-style noisy chain (K=10, fixed noise), pi_RL's Flow-SDE and DSRL
+(noise-space SAC) on the batched pendulum, all from the same flow BC checkpoint at equal env steps.
 
 Run (results in benchmarks/results/reinflow_pendulum[_quick].json):
 
     .venv/bin/python benchmarks/reinflow_pendulum.py --threads 1                 # 3 seeds x 40 iterations, ~5 min
     .venv/bin/python benchmarks/reinflow_pendulum.py --threads 1 --quick         # 1 seed x 15 iterations, ~1 min
+    .venv/bin/python benchmarks/reinflow_pendulum.py --methods reinflow flow-sde dsrl   # a subset of the methods
 
 Per seed:
   1. Imperfect demonstrations: 64 episodes of the scripted energy-based swing-up controller
@@ -18,6 +20,11 @@ Per seed:
                   log-probs normalized over (K + 1) Ta A scalars, so (K + 1) x clip, the trust region on the summed
                   log-ratio, stays about 0.1 for both (with clip 0.02 the K=10 chain degrades; docs/benchmarks.md,
                   section 4).
+       flow-sde   K = 4, pi_RL's Flow-SDE: one random step of the chain stochastic (ODE -> SDE, noise level 0.5),
+                  PPO on that step's log-probability, the same PPO settings as reinflow.
+       dsrl       K = 4, the BC policy frozen; SAC (the pendulum SAC recipe, gamma 0.95^4 per decision) over its
+                  initial noise, latent scale 1.5, 64 envs x 25 decisions per iteration: the same env steps per
+                  iteration as the PPO methods (25 SAC updates of batch 1024 per iteration).
   4. Deterministic evaluation (noise-free ODE at the fine-tuned K) of one episode on each of 256 start states that
      are identical for BC and both fine-tuned policies.
 
@@ -44,6 +51,8 @@ import _common as C  # noqa: E402
 METHODS = {
     "reinflow": {"num_inference_steps": 4, "noise": "learned", "sigma_min": 0.10, "sigma_max": 0.24},
     "dppo-style": {"num_inference_steps": 10, "noise": "fixed", "sigma_max": 0.10, "clip_param": 0.01},
+    "flow-sde": {"num_inference_steps": 4, "noise_method": "flow_sde", "noise_level": 0.5},
+    "dsrl": {"num_inference_steps": 4, "latent_scale": 1.5},
 }
 PPO = {
     "gamma": 0.95,
@@ -105,24 +114,29 @@ def finetune(method: str, checkpoint: str, seed: int, iterations: int, log_dir: 
 
     from rslkit.algorithms.reinflow import ReinFlowCfg
     from rslkit.envs import make_env
+    from rslkit.recipes.sac_defaults import small_task_sac_cfg
+    from rslkit.runners.dsrl_runner import DSRLRunner, dsrl_cfg
     from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
 
     torch.manual_seed(seed)
-    cfg = ReinFlowRunnerCfg(
-        pretrained=checkpoint,
-        algorithm=ReinFlowCfg(**{**PPO, **METHODS[method]}),
-        num_steps_per_env=25,
-        max_iterations=iterations,
-        eval_interval=0,
-        save_interval=10**9,
-        logger=(),
-    )
-    runner = ReinFlowRunner(make_env("pendulum", num_envs=64, seed=seed + 2), cfg, log_dir)
+    env = make_env("pendulum", num_envs=64, seed=seed + 2)
+    common: dict[str, Any] = dict(pretrained=checkpoint, num_steps_per_env=25, max_iterations=iterations,
+                                  save_interval=10**9, logger=())  # fmt: skip
+    runner: Any
+    if method == "dsrl":
+        settings = METHODS[method]
+        cfg = dsrl_cfg(small_task_sac_cfg(), 4, latent_scale=settings["latent_scale"], **common)
+        runner = DSRLRunner(env, cfg, log_dir)
+    else:
+        rf = ReinFlowRunnerCfg(algorithm=ReinFlowCfg(**{**PPO, **METHODS[method]}), eval_interval=0, **common)
+        runner = ReinFlowRunner(env, rf, log_dir)
     start_return = _evaluate(runner)  # the pretrained policy run at this method's K
     runner.learn()
     with (log_dir / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
-    times = [float(row["Perf/iteration_time"]) for row in rows]
+    # the off-policy runner (dsrl) logs no iteration time: its rollout and update times are all it spends
+    times = [float(row.get("Perf/iteration_time") or float(row["Perf/collect_time"]) + float(row["Perf/learn_time"]))
+             for row in rows]  # fmt: skip
     return {
         "return": _evaluate(runner),
         "bc_return_at_k": start_return,
@@ -140,6 +154,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--quick", action="store_true", help="1 seed x 15 iterations")
     parser.add_argument("--out", default=None, help="results JSON path")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.iterations = 1, 15
@@ -153,7 +168,7 @@ def main() -> None:
     for seed in range(args.seeds):
         with tempfile.TemporaryDirectory(prefix="reinflow_bench_") as tmp:
             checkpoint, bc_return, bc_s = pretrain(seed, Path(tmp))
-            order = list(METHODS) if seed % 2 == 0 else list(reversed(METHODS))
+            order = list(args.methods) if seed % 2 == 0 else list(reversed(args.methods))
             for method in order:
                 out = finetune(method, checkpoint, seed, args.iterations, Path(tmp) / method)
                 runs.append({"seed": seed, "method": method, "bc_return": bc_return, "bc_s": bc_s, **out})
@@ -163,7 +178,7 @@ def main() -> None:
                     flush=True,
                 )
     rows, summary = [], {}
-    for method in METHODS:
+    for method in args.methods:
         mine = [r for r in runs if r["method"] == method]
         growth = [r["return"] - r["bc_return"] for r in mine]
         summary[method] = {
@@ -208,11 +223,15 @@ def main() -> None:
         ],
         rows,
     )
-    ratio = summary["dppo-style"]["s_per_iteration"] / summary["reinflow"]["s_per_iteration"]
-    print(f"\nwall-clock per iteration: dppo-style K=10 / reinflow K=4 = {ratio:.2f}x")
+    ratio = None
+    if "dppo-style" in summary and "reinflow" in summary:
+        ratio = summary["dppo-style"]["s_per_iteration"] / summary["reinflow"]["s_per_iteration"]
+        print(f"\nwall-clock per iteration: dppo-style K=10 / reinflow K=4 = {ratio:.2f}x")
     info["total_wall_s"] = time.perf_counter() - t_start
     info["run_threads"] = args.threads
     name = "reinflow_pendulum_quick" if args.quick else "reinflow_pendulum"
+    if set(args.methods) != set(METHODS):
+        name += "_" + "_".join(m.replace("-", "") for m in args.methods)
     payload = {
         "benchmark": "reinflow_pendulum",
         "machine": info,

@@ -5,15 +5,18 @@ Run (writes ``benchmarks/results/INDEX.md``)::
     .venv/bin/python benchmarks/results_index.py            # regenerate the index
     .venv/bin/python benchmarks/results_index.py --check    # exit 1 and list the problems instead
 
-A results file counts as used when its file name appears in docs/benchmarks.md. A name counts as a reference to a
-results file when it follows ``benchmarks/results/`` or stands alone in backticks ending in ``.json`` or ``.png``;
-every reference must exist. ``--check`` also fails when a ``(#anchor)`` link in docs/benchmarks.md names no heading,
-or when INDEX.md differs from what this script writes. Standard library only, so it runs without the venv.
+A results file counts as used when its file name appears in docs/benchmarks.md, or when a section cites a family of
+runs with a glob in backticks (``learned_reward_rl_positions_*.json``: every file it matches is that section's).
+A name counts as a reference to a results file when it follows ``benchmarks/results/`` or stands alone in backticks
+ending in ``.json`` or ``.png``; every reference must exist and every glob must match a file. ``--check`` also fails
+when a ``(#anchor)`` link in docs/benchmarks.md names no heading, or when INDEX.md differs from what this script
+writes. Standard library only, so it runs without the venv.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import re
 import sys
@@ -29,6 +32,7 @@ RESULT_SUFFIXES = (".json", ".png")
 
 _PATH_REF = re.compile(r"benchmarks/results/([A-Za-z0-9_.-]+)")
 _BARE_REF = re.compile(r"`([A-Za-z0-9_.-]+\.(?:json|png))`")
+_GLOB_REF = re.compile(r"`([A-Za-z0-9_.-]*\*[A-Za-z0-9_.*-]*\.(?:json|png))`")
 _ANCHOR_LINK = re.compile(r"\]\(#([^)\s]+)\)")
 _SCRIPT = re.compile(r"benchmarks/([A-Za-z0-9_]+\.py)")
 
@@ -81,6 +85,11 @@ def referenced_names(doc: str) -> set[str]:
     return {n.rstrip(".") for n in names if n.rstrip(".").endswith(RESULT_SUFFIXES)}
 
 
+def cited_globs(text: str) -> set[str]:
+    """The backticked globs of results files in ``text`` (``learned_reward_rl_*.json``)."""
+    return set(_GLOB_REF.findall(text))
+
+
 def result_files(results_dir: Path) -> list[str]:
     """Names of the results files (``*.json``, ``*.png``) in ``results_dir``, sorted."""
     return sorted(p.name for p in results_dir.iterdir() if p.is_file() and p.suffix in RESULT_SUFFIXES)
@@ -125,7 +134,13 @@ def build_entries(results_dir: Path, doc: str) -> list[Entry]:
     sections = parse_sections(doc)
     entries = []
     for name in result_files(results_dir):
-        using = tuple(s for s in sections if names_file(s.body, name) or names_file(s.heading, name))
+        using = tuple(
+            s
+            for s in sections
+            if names_file(s.body, name)
+            or names_file(s.heading, name)
+            or any(fnmatch.fnmatchcase(name, g) for g in cited_globs(s.body))
+        )
         entries.append(Entry(name, using, *describe(results_dir, name)))
     return entries
 
@@ -175,6 +190,9 @@ def problems(results_dir: Path, doc: str, index_text: str | None) -> list[str]:
             )
     for name in sorted(referenced_names(doc) - set(files)):
         found.append(f"docs/benchmarks.md names benchmarks/results/{name}, which does not exist")
+    for glob in sorted(cited_globs(doc)):
+        if not fnmatch.filter(files, glob):
+            found.append(f"docs/benchmarks.md cites `{glob}`, which matches no results file")
     anchors = all_anchors(doc)
     for anchor in sorted(set(_ANCHOR_LINK.findall(doc)) - anchors):
         found.append(f"docs/benchmarks.md links to #{anchor}, which is no heading")

@@ -16,8 +16,10 @@ from tensordict import TensorDict
 from rslkit.algorithms.gae import bootstrap_time_outs, compute_gae, normalize_advantages
 from rslkit.algorithms.ppo_losses import clip_fraction, value_loss
 from rslkit.algorithms.staleness import StalenessCfg, policy_loss
+from rslkit.algorithms.symmetry import Mirror, SymmetryCfg, augment, check_policy, mirror_loss
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.recurrent import Hidden
+from rslkit.models.rnd import RandomNetworkDistillation, RndCfg
 from rslkit.storage.rollout_storage import MiniBatch, RolloutStorage
 from rslkit.utils.validation import expect, finite
 
@@ -63,6 +65,12 @@ class PPOCfg:
     None: on when the policy is on the CPU and torch may use >= 2 threads."""
     staleness: StalenessCfg = field(default_factory=StalenessCfg)
     """How samples of older policy versions are treated (decoupled PPO, A-3PO, M2PO); the default is plain PPO."""
+    symmetry_cfg: SymmetryCfg = field(default_factory=SymmetryCfg)
+    """Mirror-symmetry augmentation and mirror loss (rsl_rl's ``symmetry_cfg``; :mod:`rslkit.algorithms.symmetry`);
+    off by default."""
+    rnd_cfg: RndCfg = field(default_factory=RndCfg)
+    """Random Network Distillation curiosity (rsl_rl's ``rnd_cfg``; :mod:`rslkit.models.rnd`); off while its weight
+    is 0."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field PPO cannot run with."""
@@ -104,10 +112,28 @@ def _detach_hidden(hidden: Hidden | None) -> Hidden | None:
 
 class PPO:
     """PPO with GAE, clipped surrogate and value losses, entropy bonus, KL-adaptive learning rate, grad-norm
-    clipping, and observation normalization updated after optimization (so the first ratio is exactly 1)."""
+    clipping, and observation normalization updated after optimization (so the first ratio is exactly 1); with
+    ``symmetry_cfg`` mirrored samples and a mirror loss, with ``rnd_cfg`` RND curiosity.
+
+    Args:
+        policy: the actor-critic to train.
+        cfg: hyperparameters.
+        num_steps: rollout steps per env per update.
+        obs: an observation of the env (sizes of the stored groups).
+        device: training device.
+        mirror: the task's mirror; needed (only) when ``cfg.symmetry_cfg`` is on.
+        control_period: the env's seconds per step; RND's weight is per second of it (None: per step).
+    """
 
     def __init__(
-        self, policy: ActorCritic, cfg: PPOCfg, num_steps: int, obs: TensorDict, device: torch.device | str
+        self,
+        policy: ActorCritic,
+        cfg: PPOCfg,
+        num_steps: int,
+        obs: TensorDict,
+        device: torch.device | str,
+        mirror: Mirror | None = None,
+        control_period: float | None = None,
     ) -> None:
         if cfg.num_mini_batches < 1 or cfg.num_learning_epochs < 1:
             raise ValueError("num_mini_batches and num_learning_epochs must be >= 1.")
@@ -119,6 +145,9 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.learning_rate, fused=True)
         num_params = len(policy.dist.params(torch.zeros(1, policy.dist.head_dim, device=self.device)))
         groups = list(dict.fromkeys([*policy.obs_groups["actor"], *policy.obs_groups["critic"]]))
+        rnd_groups = list(cfg.rnd_cfg.obs_groups) or policy.obs_groups["critic"]
+        if cfg.rnd_cfg.enabled:
+            groups = list(dict.fromkeys([*groups, *rnd_groups]))
         self.storage = RolloutStorage(num_steps, obs, policy.dist.raw_dim, num_params, self.device, groups)
         self._pending: tuple | None = None
         self.distributed = dist.is_available() and dist.is_initialized()
@@ -126,6 +155,29 @@ class PPO:
         self._actor_thread: ThreadPoolExecutor | None = None
         self.version = 0
         """Policy version: the number of updates made. Samples record the version that acted."""
+        self.mirror = self._check_mirror(mirror)
+        """The task's mirror while symmetry is on, else None."""
+        self.rnd: RandomNetworkDistillation | None = None
+        """RND curiosity while ``rnd_cfg.weight > 0``, else None."""
+        self._intrinsic_sum = torch.zeros((), device=self.device)
+        self._intrinsic_steps = 0
+        if cfg.rnd_cfg.enabled:
+            if self.distributed:
+                raise ValueError("RND trains its predictor on one process; set --agent.algorithm.rnd_cfg.weight 0 "
+                                 "under torchrun.")  # fmt: skip
+            weight = cfg.rnd_cfg.weight * (control_period or 1.0)
+            num_envs = self.storage.num_envs
+            self.rnd = RandomNetworkDistillation(obs, rnd_groups, num_envs, cfg.rnd_cfg, weight).to(self.device)
+
+    def _check_mirror(self, mirror: Mirror | None) -> Mirror | None:
+        """``mirror`` when symmetry is on (refusing policies it cannot serve), None when it is off."""
+        if not self.cfg.symmetry_cfg.enabled:
+            return None
+        if mirror is None:
+            raise ValueError("Symmetry is on but PPO got no mirror; set --agent.algorithm.symmetry_cfg."
+                             "data_augmentation_func (go2 or package.module:factory).")  # fmt: skip
+        check_policy(self.policy.cfg.distribution, self.policy.is_recurrent)
+        return mirror
 
     # ------------------------------------------------------------------ rollout
     def begin_rollout(self) -> None:
@@ -153,6 +205,16 @@ class PPO:
         self.storage.add(obs, raw, log_prob, value, rewards, dones, params, self.version)
         self.policy.reset(dones)
         self._pending = None
+
+    def intrinsic_reward(self, obs: TensorDict) -> torch.Tensor:
+        """RND's intrinsic reward ``[N]`` of the states ``obs`` a rollout step reached (added to the env's reward
+        before :meth:`process_env_step`); only while RND is on."""
+        if self.rnd is None:
+            raise RuntimeError("intrinsic_reward needs RND: set --agent.algorithm.rnd_cfg.weight > 0.")
+        reward = self.rnd.intrinsic_reward(obs)
+        self._intrinsic_sum += reward.mean()
+        self._intrinsic_steps += 1
+        return reward
 
     def compute_returns(self, last_obs: TensorDict) -> None:
         """GAE over the stored rollout, bootstrapped with ``V(last_obs)``."""
@@ -195,6 +257,8 @@ class PPO:
         try:
             for batch in batches:
                 stats = self._update_mini_batch(batch, parallel)
+                if self.rnd is not None:
+                    stats["rnd"] = self.rnd.fit(batch.obs)
                 if first_ratio is None:
                     first_ratio = stats["ratio_mean"]
                 for key, value in stats.items():
@@ -210,6 +274,13 @@ class PPO:
         out["staleness_mean"], out["staleness_max"] = float(staleness.mean()), float(staleness.max())
         self.version += 1
         return out
+
+    def pop_intrinsic_reward_mean(self) -> float:
+        """The mean intrinsic reward per step since the last call (0 before any step); RND only."""
+        mean = float(self._intrinsic_sum) / max(1, self._intrinsic_steps)
+        self._intrinsic_sum.zero_()
+        self._intrinsic_steps = 0
+        return mean
 
     @torch.no_grad()
     def _proximal_log_probs(self) -> torch.Tensor:
@@ -269,8 +340,11 @@ class PPO:
         """Backpropagate ``share *`` the PPO loss of ``batch`` (:meth:`loss`); return its (unweighted) statistics.
 
         The actor and the critic share no trainable parameter, so their forward and backward passes run on two
-        threads when ``parallel`` (the actor's on a worker); the loss between them is computed here.
+        threads when ``parallel`` (the actor's on a worker); the loss between them is computed here. With symmetry
+        on, :meth:`_accumulate_symmetric` does it instead.
         """
+        if self.mirror is not None:
+            return self._accumulate_symmetric(batch, self.mirror, share, parallel)
         actor_x, critic_x = self.policy.normalized_inputs(batch.obs)
         actor_h, critic_h = batch.hidden if batch.hidden is not None else (None, None)
         (log_prob, entropy, params), values = self._actor_and_critic(
@@ -280,12 +354,47 @@ class PPO:
         )
         actor_loss, critic_loss, stats = self.loss(batch, log_prob, entropy, values, share)
         self._actor_and_critic(actor_loss.backward, critic_loss.backward, parallel)
+        return self._with_kl(stats, batch.dist_params, params)
+
+    def _with_kl(
+        self, stats: dict[str, torch.Tensor], old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]
+    ) -> dict[str, torch.Tensor]:
+        """``stats`` with ``kl``: the mean KL from the rollout's distributions ``old`` to ``new``."""
         if "kl_prox" in stats:  # decoupled: the trust region is around pi_prox, whose parameters are not stored
             stats["kl"] = stats.pop("kl_prox")
         else:
             with torch.no_grad():
-                stats["kl"] = self.policy.dist.kl(batch.dist_params, params).mean()
+                stats["kl"] = self.policy.dist.kl(old, new).mean()
         return stats
+
+    def _accumulate_symmetric(
+        self, batch: MiniBatch, mirror: Mirror, share: float, parallel: bool
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`_accumulate_gradients` with symmetry (:mod:`rslkit.algorithms.symmetry`): the batch doubled with
+        its mirror image (``use_data_augmentation``), the mirror loss added (``use_mirror_loss``) and logged as
+        ``symmetry``; entropy and KL over the original samples."""
+        sym, n = self.cfg.symmetry_cfg, batch.advantages.shape[0]
+        if sym.use_data_augmentation:
+            batch = augment(batch, mirror)
+        actor_x, critic_x = self.policy.normalized_inputs(batch.obs)
+        (log_prob, entropy, params), values = self._actor_and_critic(
+            partial(self.policy.evaluate_actor, actor_x, batch.actions),
+            partial(self.policy.evaluate_critic, critic_x),
+            parallel,
+        )
+        actor_loss, critic_loss, stats = self.loss(batch, log_prob, entropy[:n], values, share)
+        mean = self.policy.dist.mode(params)
+        if sym.use_data_augmentation:
+            mean, mirrored_mean = mean[:n], mean[n:]
+        else:
+            mirrored_x, _ = self.policy.normalized_inputs(mirror.observations(batch.obs))
+            mirrored_mean = self.policy.dist.mode(self.policy.dist.params(self.policy.actor(mirrored_x)))
+        symmetry = mirror_loss(mirrored_mean, mean, mirror)
+        if sym.use_mirror_loss:
+            actor_loss = actor_loss + share * sym.mirror_loss_coeff * symmetry
+        stats["symmetry"] = symmetry.detach()
+        self._actor_and_critic(actor_loss.backward, critic_loss.backward, parallel)
+        return self._with_kl(stats, batch.dist_params, tuple(p[:n] for p in params))
 
     def loss(
         self, batch: MiniBatch, log_prob: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor, share: float = 1.0
@@ -399,13 +508,17 @@ class PPO:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """Policy (with normalizers), optimizer and learning rate."""
-        return {
+        """Policy (with normalizers), optimizer and learning rate; with RND its module and optimizer."""
+        state = {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "learning_rate": self.learning_rate,
             "version": self.version,
         }
+        if self.rnd is not None:
+            state["rnd"] = self.rnd.state_dict()
+            state["rnd_optimizer"] = self.rnd.optimizer.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` output."""
@@ -413,3 +526,9 @@ class PPO:
         self.optimizer.load_state_dict(state["optimizer"])
         self.learning_rate = state["learning_rate"]
         self.version = int(state.get("version", 0))  # checkpoints before policy versions start at 0
+        if self.rnd is not None:
+            if "rnd" not in state:
+                raise ValueError("This checkpoint was trained without RND; resume it with "
+                                 "--agent.algorithm.rnd_cfg.weight 0, or start a new run.")  # fmt: skip
+            self.rnd.load_state_dict(state["rnd"])
+            self.rnd.optimizer.load_state_dict(state["rnd_optimizer"])

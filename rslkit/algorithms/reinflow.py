@@ -10,6 +10,11 @@ with ``log pi_bar`` the log-likelihood normalized per dimension and step, ``H`` 
 Gaussian steps, and the optional W2 term pulling the deterministic actions towards the pretrained policy's from
 the same initial noise. Advantages come from GAE over decisions (action chunks) with discount ``gamma^Ta``; the
 critic is trained alone for the first ``critic_warmup_iterations``.
+
+With ``noise_method = flow_sde`` (pi_RL's Flow-SDE, :class:`~rslkit.models.flow.FlowSDEChain`) the same loss runs on
+the chain with one random stochastic step ``j``: ``log pi_bar = log N(a_{j+1}; mu_j(a_j, o), D sigma_{t_j}^2) / (Ta A)``
+with the ODE -> SDE mean ``mu_j`` and ``sigma_t = a sqrt(t / (1 - t))`` (pi_RL's time, ``t = 1`` noise); its std is
+fixed by the time, so ``H`` is a constant there and ``beta_H`` has no effect.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from tensordict import TensorDict
 from rslkit.algorithms.gae import bootstrap_time_outs, compute_gae, normalize_advantages
 from rslkit.algorithms.ppo_losses import clip_fraction, value_loss
 from rslkit.algorithms.staleness import StalenessCfg, policy_loss
+from rslkit.models.flow.chain import FlowChain
 from rslkit.models.flow.noise_net import BoundedNoiseNet
 from rslkit.models.flow.noisy_chain import NoisyFlowChain
 from rslkit.models.flow.policy import FlowPolicy
+from rslkit.models.flow.sde_chain import FlowSDEChain
 from rslkit.models.mlp import make_mlp
 from rslkit.models.normalizer import EmpiricalNormalization
 from rslkit.models.vla.policy import VLAPolicy
@@ -42,8 +49,15 @@ class ReinFlowCfg:
 
     num_inference_steps: int = 0
     """``K`` of the chain and of deployment; 0 keeps the pretrained policy's ``num_inference_steps``."""
+    noise_method: Literal["flow_noise", "flow_sde"] = "flow_noise"
+    """How the chain explores (pi_RL's names): ``flow_noise`` makes every Euler step Gaussian with the std of
+    ``noise`` (ReinFlow; :class:`~rslkit.models.flow.NoisyFlowChain`), ``flow_sde`` makes one random step Gaussian
+    by the ODE -> SDE conversion with ``noise_level`` (:class:`~rslkit.models.flow.FlowSDEChain`)."""
     noise: Literal["learned", "fixed"] = "learned"
-    """``learned``: ReinFlow's noise net; ``fixed``: constant ``sigma_max`` at every step (DPPO-style baseline)."""
+    """Flow-Noise's std: ``learned``: ReinFlow's noise net; ``fixed``: constant ``sigma_max`` at every step
+    (DPPO-style baseline)."""
+    noise_level: float = 0.5
+    """Flow-SDE's ``a`` in ``sigma_t = a sqrt(t / (1 - t))`` (pi_RL: 0.5)."""
     sigma_min: float = 0.10
     sigma_max: float = 0.24
     noise_hidden_dims: tuple[int, ...] = (64, 64)
@@ -74,6 +88,11 @@ class ReinFlowCfg:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field ReinFlow cannot run with."""
         k = self.num_inference_steps
         expect(isinstance(k, int) and k >= 0, "num_inference_steps", f"must be >= 0 (0: the policy's), got {k}")
+        method = self.noise_method
+        expect(method in ("flow_noise", "flow_sde"), "noise_method",
+               f"must be 'flow_noise' (ReinFlow) or 'flow_sde' (pi_RL), got {method!r}")  # fmt: skip
+        level = self.noise_level
+        expect(finite(level) and level > 0, "noise_level", f"must be a finite number > 0 (pi_RL: 0.5), got {level}")
         expect(self.noise in ("learned", "fixed"), "noise", f"must be 'learned' or 'fixed', got {self.noise!r}")
         lo, hi = self.sigma_min, self.sigma_max
         expect(finite(hi) and hi > 0, "sigma_max", f"must be a finite number > 0, got {hi}")
@@ -97,12 +116,17 @@ class ReinFlowCfg:
         expect(isinstance(warmup, int) and warmup >= 0, "critic_warmup_iterations", f"must be >= 0, got {warmup}")
 
 
-def make_chain(policy: FlowPolicy | VLAPolicy, cfg: ReinFlowCfg) -> NoisyFlowChain:
-    """The noisy chain (actor) around ``policy``: a bounded noise net, or fixed noise for the DPPO-style baseline.
+def make_chain(policy: FlowPolicy | VLAPolicy, cfg: ReinFlowCfg) -> FlowChain:
+    """The stochastic chain (actor) around ``policy``: Flow-SDE (``noise_method = flow_sde``), or Flow-Noise with a
+    bounded noise net or fixed noise for the DPPO-style baseline.
 
     The noise net reads the chain sample, the flow time and the policy's noise features (the normalized observation
     of a flow policy, the pooled observation tokens of a VLA policy)."""
     k = cfg.num_inference_steps or policy.cfg.num_inference_steps
+    if cfg.noise_method == "flow_sde":
+        return FlowSDEChain(policy, k, cfg.noise_level)
+    if cfg.noise_method != "flow_noise":
+        raise ValueError(f"Unknown noise_method '{cfg.noise_method}'; use 'flow_noise' or 'flow_sde'.")
     if cfg.noise == "fixed":
         return NoisyFlowChain(policy, k, fixed_sigma=cfg.sigma_max)
     if cfg.noise != "learned":
@@ -114,7 +138,8 @@ def make_chain(policy: FlowPolicy | VLAPolicy, cfg: ReinFlowCfg) -> NoisyFlowCha
 
 
 class ReinFlow:
-    """PPO on a :class:`~rslkit.models.flow.NoisyFlowChain` with a separate critic ``V(o)``.
+    """PPO on a stochastic chain (:class:`~rslkit.models.flow.NoisyFlowChain`: Flow-Noise, or
+    :class:`~rslkit.models.flow.FlowSDEChain`: Flow-SDE) with a separate critic ``V(o)``.
 
     Args:
         chain: the actor (its policy holds the pretrained weights and normalizers).
@@ -131,7 +156,7 @@ class ReinFlow:
 
     def __init__(
         self,
-        chain: NoisyFlowChain,
+        chain: FlowChain,
         cfg: ReinFlowCfg,
         num_steps: int,
         obs: TensorDict,
@@ -172,6 +197,7 @@ class ReinFlow:
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         groups = list(dict.fromkeys([*(actor_groups or [obs_group]), *([critic_group] if critic_group else [])]))
         self.storage = RolloutStorage(num_steps, obs, chain.chain_dim, 0, self.device, groups)
+        """Decisions with the chain's flattened record as their action."""
         self._pending: tuple | None = None
         self.chunk_gamma = cfg.gamma**chain.horizon
         self.version = 0
@@ -205,7 +231,7 @@ class ReinFlow:
     def act(self, obs: TensorDict) -> torch.Tensor:
         """Sample a noisy chain per env; return the env-unit chunk ``[N, Ta, A]`` and remember what PPO needs.
 
-        The stored log-probability is recomputed from the stored chain with :meth:`NoisyFlowChain.log_prob` (the
+        The stored log-probability is recomputed from the stored chain with :meth:`FlowChain.log_prob` (the
         function and time grid the update uses), so the first ratio is 1.
         """
         obs_n = self.normalized_obs(obs)
@@ -215,7 +241,7 @@ class ReinFlow:
             self.critic_normalizer.update(self.critic_input(obs))
         value = self.critic(self.critic_input(obs, obs_n)).squeeze(-1)
         self._pending = (obs, chain, log_prob, value)
-        return self.to_env(chain[:, -1])
+        return self.to_env(self.chain.final_sample(chain))
 
     def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict) -> None:
         """Store a decision; time-outs are bootstrapped with ``R += gamma^n V(o_t)`` (``gamma^n`` = the wrapper's
@@ -285,9 +311,8 @@ class ReinFlow:
         """``log pi_prox [T, N]``: the stored chains' normalized log-likelihoods under the pre-update chain."""
         st = self.storage
         obs_n = self.normalized_obs(st.obs.flatten(0, 1))
-        chains = st.actions.flatten(0, 1)
+        chains = self.chain.unflatten(st.actions.flatten(0, 1))
         b = chains.shape[0]
-        chains = chains.view(b, self.chain.num_steps + 1, self.chain.horizon, self.chain.action_dim)
         out = torch.cat(
             [self.chain.normalized_log_prob(obs_n[i : i + 65536], chains[i : i + 65536])[0] for i in range(0, b, 65536)]
         )
@@ -296,8 +321,7 @@ class ReinFlow:
     def _update_mini_batch(self, batch: MiniBatch, update_actor: bool) -> dict[str, float]:
         c = self.cfg
         obs_n = self.normalized_obs(batch.obs)
-        b = batch.actions.shape[0]
-        chain = batch.actions.view(b, self.chain.num_steps + 1, self.chain.horizon, self.chain.action_dim)
+        chain = self.chain.unflatten(batch.actions)
         # Critic: L^VF = E[(V(o) - R)^2], its own optimizer step.
         critic_loss = value_loss(self.critic(self.critic_input(batch.obs, obs_n)).squeeze(-1), batch.returns)
         self.critic_optimizer.zero_grad(set_to_none=True)
@@ -316,7 +340,7 @@ class ReinFlow:
         loss = surrogate - c.entropy_coef * entropy_mean
         w2 = torch.zeros((), device=self.device)
         if c.w2_coef > 0:
-            x0 = chain[:, 0]
+            x0 = self.chain.initial_noise(chain)
             with torch.no_grad():
                 target = self.reference.sample_normalized(obs_n, x0, self.chain.num_steps)
             w2 = ((self.chain.deterministic_actions(obs_n, x0) - target) ** 2).mean()
@@ -342,9 +366,7 @@ class ReinFlow:
     @torch.no_grad()
     def mean_sigma(self, obs: TensorDict) -> float:
         """Mean noise std of the chain's steps at ``obs`` (logging)."""
-        obs_n = self.normalized_obs(obs)
-        _, log_var = self.chain.transitions(obs_n, self.chain.sample(obs_n))
-        return float(torch.exp(0.5 * log_var).mean())
+        return self.chain.mean_std(self.normalized_obs(obs))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:

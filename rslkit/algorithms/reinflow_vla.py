@@ -14,7 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.reinflow import ReinFlow, ReinFlowCfg
-from rslkit.models.flow.noisy_chain import NoisyFlowChain
+from rslkit.models.flow.chain import FlowChain
 from rslkit.models.vla.policy import VLAPolicy
 
 
@@ -22,7 +22,8 @@ class VLAReinFlow(ReinFlow):
     """:class:`ReinFlow` whose actor is a VLA policy's chain and whose critic reads ``critic_group``.
 
     Args:
-        chain: the noisy chain around a :class:`VLAPolicy` (:func:`~rslkit.algorithms.reinflow.make_chain`).
+        chain: the stochastic chain (Flow-Noise or Flow-SDE) around a :class:`VLAPolicy`
+            (:func:`~rslkit.algorithms.reinflow.make_chain`).
         cfg: ReinFlow settings.
         num_steps: decisions per env and iteration.
         obs: an observation batch ``[N]`` with the policy's groups (the instruction embedding included) and
@@ -36,7 +37,7 @@ class VLAReinFlow(ReinFlow):
 
     def __init__(
         self,
-        chain: NoisyFlowChain,
+        chain: FlowChain,
         cfg: ReinFlowCfg,
         num_steps: int,
         obs: TensorDict,

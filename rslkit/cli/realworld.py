@@ -3,19 +3,20 @@
 - ``learner`` trains on what actors send (a GPU or CPU box); serves gRPC on ``--bind``. ``--algo sac`` (default):
   SAC fed transitions by actors that drive one robot each; ``--algo ppo | reinflow``: PPO (naive, decoupled or M2PO:
   ``--agent.algorithm.staleness.*``) or ReinFlow on the rollouts of its actors, admitted by AReaL's rule with
-  ``--max_staleness``.
+  ``--learner.max_staleness``.
 - ``actor`` drives one robot (a simulated task paced in real time, or a real one through the ROS 2 node's actor
   mode, ``python -m rslkit.deploy.ros2 --actor.learner ...``), spools and streams transitions and takes weights; with
-  ``--algo ppo | reinflow`` it steps ``--num_envs`` simulated envs and collects one rollout per permit.
-- ``local`` starts the learner and its actors (one; ``--actors`` for ppo / reinflow) on this machine as processes,
-  and stops them all when the learner (or every actor) is done.
+  ``--algo ppo | reinflow`` it steps ``--learner.actor_envs`` simulated envs and collects one rollout per permit.
+- ``local`` starts the learner and its actors (one; ``--learner.rollouts_per_update`` for ppo / reinflow) on this
+  machine as processes, and stops them all when the learner (or every actor) is done.
 
 Every flag of ``train.py`` that applies works the same way; ``--agent.*`` and ``--env.*`` override the agent and env
 configs, ``--learner.*`` the learner's loop (:class:`~rslkit.realworld.learner_config.LearnerCfg`, or
 :class:`~rslkit.realworld.onpolicy_config.OnPolicyLearnerCfg`) and ``--actor.*`` the actor's
-(:class:`~rslkit.realworld.actor_config.ActorCfg`, or :class:`~rslkit.realworld.onpolicy_config.OnPolicyActorCfg`).
-The token is a secret: ``--token_file`` or the ``RSLKIT_TOKEN`` environment variable, never a flag. The loop's
-transport (grpcio) is an extra: ``pip install 'rslkit[realworld]'``.
+(:class:`~rslkit.realworld.actor_config.ActorCfg`, or :class:`~rslkit.realworld.onpolicy_config.OnPolicyActorCfg`),
+its connection to the learner included (``--actor.learner``, ``--actor.id``, ``--actor.tls_ca`` ...: the ROS 2 node's
+spelling). The token is a secret: ``--token_file`` (the learner's), ``--actor.token_file`` or the ``RSLKIT_TOKEN``
+environment variable, never a flag. The loop's transport (grpcio) is an extra: ``pip install 'rslkit[realworld]'``.
 """
 
 from __future__ import annotations
@@ -41,15 +42,26 @@ from rslkit.cli.common import make_parser
 from rslkit.recipes import build_run, load_run, task_dir_name
 from rslkit.utils.atomic_write import atomic_write_json
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
-from rslkit.utils.config import apply_overrides, from_dict
+from rslkit.utils.config import apply_overrides, from_dict, refuse_renamed
 from rslkit.utils.python_command import python_command
 from rslkit.utils.validation import validate
 
 LEARNER_FILE = "learner.json"
 """Written into the learner's run directory once it serves: ``{"address", "port", "pid"}``."""
 INSTALL_HINT = "the real-world loop needs gRPC: pip install 'rslkit[realworld]'"
-DEFAULT_BIND = "127.0.0.1:50051"
 ON_POLICY = ("ppo", "reinflow")
+RENAMED = {
+    "--target": "--actor.learner",
+    "--actor_id": "--actor.id",
+    "--tls_ca": "--actor.tls_ca",
+    "--tls_server_name": "--actor.tls_server_name",
+    "--num_envs": "--learner.actor_envs",
+    "--max_staleness": "--learner.max_staleness",
+    "--actors": "--learner.rollouts_per_update",
+}
+"""Flags of earlier versions -> their one spelling now (the learner's own --token_file and --allow_insecure_remote
+stay; an actor's are --actor.token_file and --actor.allow_insecure_remote)."""
+ACTOR_RENAMED = {"--token_file": "--actor.token_file", "--allow_insecure_remote": "--actor.allow_insecure_remote"}
 
 
 def _split(overrides: list[str], prefix: str) -> tuple[list[str], list[str]]:
@@ -66,15 +78,6 @@ def _split(overrides: list[str], prefix: str) -> tuple[list[str], list[str]]:
     return mine, rest
 
 
-def _token(args: argparse.Namespace) -> str | None:
-    """The token: from ``--token_file``, or the secret ``RSLKIT_TOKEN`` (None: no token)."""
-    from rslkit.link.transport import TOKEN_ENV, read_token_file
-
-    if args.token_file:
-        return read_token_file(args.token_file, "--token_file")
-    return os.environ.get(TOKEN_ENV) or None
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, help="task name, gym:<EnvId> or package.module:attribute")
     parser.add_argument(
@@ -88,49 +91,52 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i] (the learner's; actors act on the CPU)")
     parser.add_argument("--logdir", default="logs", help="root of run directories (default: logs)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument(
-        "--token_file", help="file holding the shared token (or set RSLKIT_TOKEN); actors without it are refused"
-    )
-    parser.add_argument("--num_envs", type=int, help="ppo/reinflow: envs of every actor (--learner.actor_envs)")
     parser.add_argument("--pretrained", help="reinflow: the flow-bc checkpoint to fine-tune (learner and actors)")
 
 
+def _token_file(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--token_file", help="file holding the shared token (or set RSLKIT_TOKEN); actors without it are refused"
+    )
+
+
 def _learner_parser(sub: Any) -> None:
-    p = sub.add_parser("learner", help="train on what actors send")
+    p = sub.add_parser("learner", help="train on what actors send", epilog=ON_POLICY_HELP)
     _common(p)
+    _token_file(p)
     p.add_argument("--max_iterations", type=int, help="total learner iterations (learner.updates_per_iteration each)")
     p.add_argument("--run_name", default="", help="suffix of the run directory name")
     p.add_argument("--run_dir", help="run directory (default: <logdir>/<task>/<date>_realworld[_<run_name>])")
     p.add_argument("--resume", action="store_true", help="continue a learner run (buffer, journal, weights)")
     p.add_argument("--checkpoint", help="checkpoint to resume (with --resume) or to initialize the weights from")
-    p.add_argument("--bind", default=DEFAULT_BIND, help="HOST:PORT to serve (default 127.0.0.1:50051)")
+    p.add_argument("--bind", help="HOST:PORT to serve (default 127.0.0.1:50051)")
     p.add_argument("--tls_cert", help="the learner's PEM certificate (needed to bind a non-loopback address)")
     p.add_argument("--tls_key", help="its private key")
     p.add_argument("--tls_client_ca", help="require actor certificates signed by this CA")
     p.add_argument("--allow_insecure_remote", action="store_true", help="serve a non-loopback address in plain text")
-    p.add_argument("--max_staleness", type=int, help="ppo/reinflow: eta of the admission rule (0: synchronous)")
-    p.add_argument("--actors", type=int, help="ppo/reinflow: rollouts per update (--learner.rollouts_per_update)")
 
 
 def _actor_parser(sub: Any) -> None:
-    p = sub.add_parser("actor", help="drive one (simulated) robot for a learner")
+    p = sub.add_parser("actor", help="drive one (simulated) robot for a learner", epilog=ACTOR_HELP)
     _common(p)
-    p.add_argument("--target", default=DEFAULT_BIND, help="the learner's HOST:PORT")
-    p.add_argument("--actor_id", default="actor-0", help="this actor's id (one per robot; default actor-0)")
-    p.add_argument("--actor_dir", help="spool and episode log (default: <logdir>/<task>/actors/<actor_id>)")
-    p.add_argument("--tls_ca", help="PEM certificate(s) to trust for the learner (needed off loopback)")
-    p.add_argument("--tls_server_name", help="host name to check the learner's certificate against")
-    p.add_argument("--allow_insecure_remote", action="store_true", help="dial a non-loopback learner in plain text")
+    p.add_argument("--actor_dir", help="spool and episode log (default: <logdir>/<task>/actors/<actor.id>)")
 
 
 def _local_parser(sub: Any) -> None:
-    p = sub.add_parser("local", help="learner and actor on this machine (simulation)")
+    p = sub.add_parser("local", help="learner and actor on this machine (simulation)", epilog=ON_POLICY_HELP)
     _common(p)
+    _token_file(p)
     p.add_argument("--max_iterations", type=int, help="learner iterations")
     p.add_argument("--run_name", default="", help="suffix of the run directory name")
     p.add_argument("--resume", action="store_true", help="resume the latest local run of the task")
-    p.add_argument("--actors", type=int, help="ppo/reinflow: actor processes (default 2; rollouts per update)")
-    p.add_argument("--max_staleness", type=int, help="ppo/reinflow: eta of the admission rule (0: synchronous)")
+
+
+ON_POLICY_HELP = """ppo / reinflow: --learner.actor_envs N (envs of every actor, default 64),
+--learner.rollouts_per_update B (rollouts per update; local: the actor processes, default 2),
+--learner.max_staleness ETA (0: synchronous)."""
+ACTOR_HELP = """the learner: --actor.learner HOST:PORT (default 127.0.0.1:50051), --actor.id ID (default actor-0),
+--actor.token_file FILE, --actor.tls_ca CA.pem, --actor.tls_server_name NAME, --actor.allow_insecure_remote true;
+ppo / reinflow: --learner.actor_envs N (the learner's)."""
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> Any:
     _actor_parser(sub)
     _local_parser(sub)
     args, overrides = parser.parse_known_args(argv)
+    refuse_renamed(overrides, RENAMED | (ACTOR_RENAMED if args.command == "actor" else {}))
     if args.threads < 1:
         parser.error("--threads must be >= 1")
     try:
@@ -149,26 +156,12 @@ def main(argv: list[str] | None = None) -> Any:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    on_policy_only = [f for f in ("num_envs", "pretrained", "actors", "max_staleness") if getattr(args, f, None)]
-    if args.algo == "sac" and on_policy_only:
-        flags = ", ".join(f"--{f}" for f in on_policy_only)
-        parser.error(f"{flags} are for --algo ppo / reinflow (a SAC actor drives one robot)")
+    if args.algo == "sac" and args.pretrained:
+        parser.error("--pretrained is for --algo reinflow")
     if args.algo == "reinflow" and not args.pretrained and not getattr(args, "resume", False):
         raise ValueError("--algo reinflow fine-tunes a flow-bc policy: pass --pretrained CKPT (learner and actors).")
     command = {"learner": run_learner, "actor": run_actor, "local": run_local}[args.command]
     return command(args, overrides)
-
-
-def _shorthands(args: argparse.Namespace) -> list[str]:
-    """``--num_envs``, ``--max_staleness`` and ``--actors`` as the ``--learner.*`` overrides they stand for."""
-    out: list[str] = []
-    if args.num_envs is not None:
-        out += ["--learner.actor_envs", str(args.num_envs)]
-    if getattr(args, "max_staleness", None) is not None:
-        out += ["--learner.max_staleness", str(args.max_staleness)]
-    if getattr(args, "actors", None) is not None:
-        out += ["--learner.rollouts_per_update", str(args.actors)]
-    return out
 
 
 def _agent_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -207,6 +200,7 @@ def _server_tls(args: argparse.Namespace) -> Any:
     created: a refused bind leaves no run directory behind)."""
     from rslkit.link import transport
 
+    args.bind = args.bind or transport.DEFAULT_ADDRESS
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls_cert and --tls_key go together.")
     transport.require_tls_off_loopback(
@@ -217,8 +211,10 @@ def _server_tls(args: argparse.Namespace) -> Any:
 
 def run_learner(args: argparse.Namespace, overrides: list[str]) -> Any:
     """``learner``: build or resume the run, serve, train until ``max_iterations`` or Ctrl-C / SIGTERM."""
-    tls, token = _server_tls(args), _token(args)
-    learner_over, rest = _split([*_shorthands(args), *overrides], "learner")
+    from rslkit.link import transport
+
+    tls, token = _server_tls(args), transport.read_token(args.token_file, "--token_file")
+    learner_over, rest = _split(overrides, "learner")
     _, rest = _split(rest, "actor")  # local mode passes one set of flags to both
     common: dict[str, Any] = dict(num_envs=1, device=args.device, max_iterations=args.max_iterations)
     runner: Any
@@ -302,29 +298,39 @@ def _stopping_on_signals(on_signal: Callable[[], None], what: str) -> Iterator[N
 
 
 # ---------------------------------------------------------------------------------------------------- actor
-def _client_tls(args: argparse.Namespace) -> Any:
-    """The actor's TLS from ``--tls_ca``, after checking the target (before anything is built)."""
-    from rslkit.link import transport
-
-    transport.require_tls_off_loopback(
-        args.target, bool(args.tls_ca), args.allow_insecure_remote, "connect to", transport.CLIENT_TLS
-    )
-    return transport.ClientTLS.from_files(args.tls_ca, args.tls_server_name) if args.tls_ca else None
-
-
-def _actor_dir(args: argparse.Namespace) -> Path:
+def _actor_dir(args: argparse.Namespace, actor_id: str) -> Path:
     if args.actor_dir:
         return Path(args.actor_dir)
-    return Path(args.logdir) / task_dir_name(args.task) / "actors" / args.actor_id
+    return Path(args.logdir) / task_dir_name(args.task) / "actors" / actor_id
+
+
+def _actor_cfg(args: argparse.Namespace, actor_over: list[str]) -> Any:
+    """The actor's settings: SAC's (:class:`ActorCfg`, with the task's real-world defaults) or the on-policy loop's,
+    then ``--actor.*``."""
+    from rslkit.link.transport import ActorLinkCfg
+    from rslkit.realworld.defaults import actor_cfg
+    from rslkit.realworld.onpolicy_config import OnPolicyActorCfg
+
+    cfg: ActorLinkCfg
+    if args.algo == "sac":
+        cfg = actor_cfg(args.task, actor_over)
+    else:
+        cfg = OnPolicyActorCfg()
+        apply_overrides({"actor": cfg}, actor_over)
+    validate(cfg, "actor")
+    return cfg
 
 
 def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     """``actor``: connect to the learner and act until a limit, a signal or (ppo / reinflow) the learner is gone."""
-    tls, token = _client_tls(args), _token(args)
     actor_over, rest = _split(overrides, "actor")
-    _, rest = _split(rest, "learner")  # local mode passes one set of flags to both
-    build = _onpolicy_actor if args.algo in ON_POLICY else _sac_actor
-    actor, client, stop_text, closing = build(args, actor_over, rest, tls, token)
+    learner_over, rest = _split(rest, "learner")  # the on-policy actor reads --learner.actor_envs
+    cfg = _actor_cfg(args, actor_over)
+    link = (cfg.client_tls(), cfg.read_token())  # the learner's address is checked before anything is built
+    if args.algo in ON_POLICY:
+        actor, client, stop_text, closing = _onpolicy_actor(args, cfg, rest, learner_over, *link)
+    else:
+        actor, client, stop_text, closing = _sac_actor(args, cfg, rest, *link)
 
     def stop() -> None:
         actor.stop_requested = True
@@ -337,7 +343,7 @@ def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     finally:
         client.close()
         closing()
-    actor_dir = _actor_dir(args)
+    actor_dir = _actor_dir(args, cfg.id)
     if args.algo == "sac":
         stats = getattr(actor.env, "stats", None)
         if callable(stats):
@@ -347,7 +353,7 @@ def run_actor(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     else:
         if args.actor_dir:
             atomic_write_json(actor_dir / "summary.json", summary, indent=1)
-        print(f"Actor {args.actor_id} done: {summary['rollouts']} rollouts, {summary['env_steps']} env steps "
+        print(f"Actor {cfg.id} done: {summary['rollouts']} rollouts, {summary['env_steps']} env steps "
               f"({summary['stopped_because']})", flush=True)  # fmt: skip
     return summary
 
@@ -374,23 +380,20 @@ def _owed_updates(agent: Any) -> Any:
     return lambda n: math.floor(utd * n + 1e-9) if n >= starts else 0
 
 
-def _sac_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str], tls: Any, token: Any) -> tuple:
+def _sac_actor(args: argparse.Namespace, cfg: Any, rest: list[str], tls: Any, token: Any) -> tuple:
     """The SAC actor of one (paced) env: ``(actor, client, what a signal does, what closes after the client)``."""
     from rslkit.link.client import ActorClient
     from rslkit.link.episodes import EpisodeNumbers
     from rslkit.link.spool import Spool
     from rslkit.models.sac_networks import SACModel
     from rslkit.realworld.actor import STATE_FILE, Actor, restart_seed
-    from rslkit.realworld.defaults import actor_cfg
     from rslkit.realworld.rewards import load_reward
     from rslkit.realworld.sim_robot import RealTimeRobot
     from rslkit.realworld.task_schema import transition_schema
 
-    cfg = actor_cfg(args.task, actor_over)
-    validate(cfg, "actor")
     reward_fn = load_reward(cfg.reward, cfg.learned_reward)
     seed = 0 if args.seed is None else args.seed
-    actor_dir = _actor_dir(args)
+    actor_dir = _actor_dir(args, cfg.id)
     env_seed = restart_seed(seed, EpisodeNumbers(actor_dir / STATE_FILE).next_episode)  # a restart: new randomness
     sim, runner = build_run(
         args.task, "sac", rest, num_envs=1, seed=env_seed, device="cpu", agent_fields=_agent_fields(args)
@@ -400,10 +403,10 @@ def _sac_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str],
         raise ValueError(f"--algo sac built a {type(model).__name__}, not SAC networks.")
     schema = transition_schema(sim, model.obs_groups)
     env: Any = RealTimeRobot(sim, cfg.robot) if cfg.realtime else sim
-    spool = Spool(actor_dir / "spool", args.actor_id, schema)
+    spool = Spool(actor_dir / "spool", cfg.id, schema)
     try:
         client = ActorClient(
-            args.target, args.actor_id, spool, token=token, tls=tls, allow_insecure_remote=args.allow_insecure_remote,
+            cfg.learner, cfg.id, spool, token=token, tls=tls, allow_insecure_remote=cfg.allow_insecure_remote,
             seed=seed,
         )  # fmt: skip
         actor = Actor(
@@ -413,52 +416,49 @@ def _sac_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str],
     except BaseException:
         spool.close()
         raise
-    print(f"Actor {args.actor_id} on {args.task}, learner {args.target}; spool {spool.directory}", flush=True)
+    print(f"Actor {cfg.id} on {args.task}, learner {cfg.learner}; spool {spool.directory}", flush=True)
     return actor, client, "the actor stops after this tick", spool.close
 
 
-def _onpolicy_actor(args: argparse.Namespace, actor_over: list[str], rest: list[str], tls: Any, token: Any) -> tuple:
-    """The on-policy actor of ``--num_envs`` envs: ``(actor, client, what a signal does, what closes after)``."""
+def _onpolicy_actor(
+    args: argparse.Namespace, cfg: Any, rest: list[str], learner_over: list[str], tls: Any, token: Any
+) -> tuple:
+    """The on-policy actor of ``--learner.actor_envs`` envs: ``(actor, client, what a signal does, what closes
+    after)``."""
     from rslkit.link.client import ActorClient
     from rslkit.realworld.onpolicy_actor import OnPolicyActor
     from rslkit.realworld.onpolicy_codec import codec_for
-    from rslkit.realworld.onpolicy_config import OnPolicyActorCfg, OnPolicyLearnerCfg
 
-    cfg = OnPolicyActorCfg()
-    apply_overrides({"actor": cfg}, actor_over)
-    validate(cfg, "actor")
     seed = 0 if args.seed is None else args.seed
-    num_envs = args.num_envs if args.num_envs is not None else OnPolicyLearnerCfg().actor_envs
+    num_envs = _learner_cfg(args.algo, None, learner_over).actor_envs
     _, runner = build_run(
         args.task, args.algo, rest, num_envs=num_envs, seed=seed, device="cpu", agent_fields=_agent_fields(args)
     )
     codec = codec_for(runner)
     client = ActorClient(
-        args.target, args.actor_id, schema=codec.schema(num_envs), token=token, tls=tls,
-        allow_insecure_remote=args.allow_insecure_remote, seed=seed,
+        cfg.learner, cfg.id, schema=codec.schema(num_envs), token=token, tls=tls,
+        allow_insecure_remote=cfg.allow_insecure_remote, seed=seed,
     )  # fmt: skip
-    print(f"Actor {args.actor_id} ({args.algo}) on {args.task} x {num_envs} envs, learner {args.target}", flush=True)
+    print(f"Actor {cfg.id} ({args.algo}) on {args.task} x {num_envs} envs, learner {cfg.learner}", flush=True)
     actor = OnPolicyActor(codec, client, cfg, seed=seed)
     return actor, client, "the actor stops after this rollout", lambda: None
 
 
 # ---------------------------------------------------------------------------------------------------- local
 def run_local(args: argparse.Namespace, overrides: list[str]) -> int:
-    """``local``: the learner and its actors (one for sac; ``--actors``, default 2, for ppo / reinflow) as processes
-    of this machine; stops all when the learner ends (or when every actor has)."""
-    actors = 1 if args.algo == "sac" else args.actors or 2
+    """``local``: the learner and its actors (one for sac; ``--learner.rollouts_per_update``, default 2, for ppo /
+    reinflow) as processes of this machine; stops all when the learner ends (or when every actor has)."""
+    learner_flags = _split(overrides, "learner")[0]
+    actors = 1 if args.algo == "sac" else _learner_cfg(args.algo, None, learner_flags).rollouts_per_update
     run_dir = _latest_learner_run(args) if args.resume else _new_run_dir(args)
     run_dir.mkdir(parents=True, exist_ok=True)
     base = [sys.executable, "-m", "rslkit.realworld"]
     shared = ["--task", args.task, "--algo", args.algo, "--logdir", args.logdir, "--threads", str(args.threads)]
-    shared += ["--token_file", args.token_file] if args.token_file else []
     shared += ["--pretrained", args.pretrained] if args.pretrained else []
-    shared += ["--num_envs", str(args.num_envs)] if args.num_envs is not None else []
     learner_cmd = [*base, "learner", *shared, "--device", args.device, "--run_dir", str(run_dir)]
     learner_cmd += ["--bind", "127.0.0.1:0"]
+    learner_cmd += ["--token_file", args.token_file] if args.token_file else []
     learner_cmd += ["--seed", str(args.seed)] if args.seed is not None else []
-    learner_cmd += ["--actors", str(actors)] if args.algo in ON_POLICY else []
-    learner_cmd += ["--max_staleness", str(args.max_staleness)] if args.max_staleness is not None else []
     learner_cmd += ["--max_iterations", str(args.max_iterations)] if args.max_iterations is not None else []
     learner_cmd += ["--resume"] if args.resume else []
     (run_dir / LEARNER_FILE).unlink(missing_ok=True)
@@ -469,7 +469,8 @@ def run_local(args: argparse.Namespace, overrides: list[str]) -> int:
         port = _wait_for_port(run_dir / LEARNER_FILE, learner)
         seed = 0 if args.seed is None else args.seed
         for i in range(actors):
-            cmd = [*base, "actor", *shared, "--target", f"127.0.0.1:{port}", "--actor_id", f"actor-{i}"]
+            cmd = [*base, "actor", *shared, "--actor.learner", f"127.0.0.1:{port}", "--actor.id", f"actor-{i}"]
+            cmd += ["--actor.token_file", args.token_file] if args.token_file else []
             if args.algo in ON_POLICY:  # each on-policy actor explores with its own seed
                 cmd += ["--seed", str(seed + 1 + i)]
             elif args.seed is not None:

@@ -1,4 +1,5 @@
-"""``python train.py --task <name>``: train a policy on a registered task."""
+"""``python train.py --task <name>``: train a policy on a registered task; ``python train.py --algo vla-bc --dataset
+DIR``: behaviour cloning from a robot's recordings alone (:mod:`rslkit.recipes.dataset_run`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rslkit.cli.common import make_parser, resolve_device, run_cli
 from rslkit.cli.sim_flag import add_sim_arg
 from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes import build_run, latest_run, load_run, task_dir_name
+from rslkit.recipes.dataset_run import bc_algorithm, build_dataset_run
 from rslkit.recipes.learned_reward import RewardChoice, refuse_renamed_flags
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.allocator import share_one_malloc_arena
@@ -24,10 +26,16 @@ from rslkit.utils.python_command import python_command
 def main(argv: list[str] | None = None) -> Any:
     """Parse the command line, build env and runner (:func:`rslkit.recipes.build_run` / ``load_run``), and train."""
     share_one_malloc_arena()  # before torch starts its OpenMP threads (see rslkit.utils.allocator)
-    parser = make_parser("Train a policy on a registered task.")
-    parser.add_argument("--task", required=True, help="task name (see below), gym:<EnvId> or package.module:attribute")
+    parser = make_parser("Train a policy on a registered task, or clone a dataset's demonstrations with no simulator.")
     parser.add_argument(
-        "--algo", default="ppo", help="algorithm: ppo, sac, flow-bc, reinflow, vla-bc, vla-reinflow (default: ppo)"
+        "--task",
+        help="task name (see below), gym:<EnvId> or package.module:attribute; optional for flow-bc and vla-bc, "
+        "which then train from --dataset alone",
+    )
+    parser.add_argument(
+        "--algo",
+        default="ppo",
+        help="algorithm: ppo, sac, flow-bc, reinflow, vla-bc, vla-reinflow, distillation (default: ppo)",
     )
     parser.add_argument("--num_envs", type=int, help="number of parallel envs")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default 0, or the resumed run's)")
@@ -74,7 +82,10 @@ def main(argv: list[str] | None = None) -> Any:
     run_dir = runner.log_dir
     assert run_dir is not None
     if dist_info.is_main:
-        print(f"Task {args.task} | {env.num_envs} envs x {dist_info.world_size} process(es) | device {device}")
+        source = (
+            f"Task {args.task} | {env.num_envs} envs" if args.task else f"Dataset {runner.cfg.dataset} | no simulator"
+        )
+        print(f"{source} x {dist_info.world_size} process(es) | device {device}")
         print(f"Logging to {run_dir}")
     try:
         runner.learn()
@@ -82,8 +93,9 @@ def main(argv: list[str] | None = None) -> Any:
         shutdown_distributed()
     if dist_info.is_main:
         if runner.interrupted:
+            task = f"--task {args.task} " if args.task else ""
             print(
-                f"Resume with: {python_command()} train.py --task {args.task} --algo {args.algo} --resume "
+                f"Resume with: {python_command()} train.py {task}--algo {args.algo} --resume "
                 f"--checkpoint {latest_checkpoint(run_dir)}"
             )
         print_watch_hint(env, run_dir)
@@ -94,6 +106,8 @@ def _build(
     parser: argparse.ArgumentParser, args: argparse.Namespace, overrides: list[str], common: dict[str, Any]
 ) -> tuple[VecEnv, BaseRunner]:
     """The run of ``args``: resumed from a checkpoint, or new (optionally initialized from one)."""
+    if not args.task:
+        return _build_from_dataset(parser, args, overrides, common)
     if args.resume:
         if args.dataset or args.pretrained:
             parser.error("--dataset and --pretrained start a run; a resumed run keeps its own")
@@ -124,6 +138,49 @@ def _build(
         if args.checkpoint:
             runner.load(args.checkpoint, weights_only=True)
             print(f"Initialized policy weights from {args.checkpoint}.")
+    return env, runner
+
+
+def _build_from_dataset(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, overrides: list[str], common: dict[str, Any]
+) -> tuple[VecEnv, BaseRunner]:
+    """A behaviour-cloning run with no ``--task``: from ``--dataset`` alone, or resumed from its checkpoint."""
+    bc_algorithm(args.algo)  # a simulator's algorithm without --task: the error names --task
+    for flag, value in (("--sim", args.sim), ("--num_envs", args.num_envs), ("--pretrained", args.pretrained)):
+        if value is not None:
+            parser.error(f"{flag} applies to a run with a simulated --task; a run from --dataset alone has none.")
+    if args.reward != "task":
+        parser.error("--reward applies to a run with a simulated --task; behaviour cloning has no reward.")
+    env_flags = [t.split("=")[0] for t in overrides if t.startswith("--env.")]
+    if env_flags:
+        parser.error(f"{env_flags[0]} applies to a run with a simulated --task; a run from --dataset alone has no env.")
+    run_args = dict(device=common["device"], max_iterations=common["max_iterations"], dist_info=common["dist_info"])
+    if args.resume:
+        if args.dataset:
+            parser.error("--dataset starts a run; a resumed run keeps its own")
+        if not args.checkpoint:
+            parser.error("--resume without --task needs --checkpoint PATH (the run to continue)")
+        env, runner, _ = load_run(
+            Path(args.checkpoint), seed=args.seed, overrides=overrides, resume=True, algo=args.algo, **run_args
+        )
+        print(f"Resumed {args.checkpoint} at iteration {runner.iteration}.")
+        return env, runner
+    if not args.dataset:
+        parser.error(
+            f"--algo {args.algo} without --task trains from a dataset alone: pass --dataset DIR (a LeRobotDataset "
+            "v3.0), or --task NAME to train beside a simulated task."
+        )
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = stamp + (f"_{args.run_name}" if args.run_name else "")
+    run_dir = Path(args.logdir) / f"dataset_{Path(args.dataset).resolve().name}" / name
+    seed = 0 if args.seed is None else args.seed
+    env, runner = build_dataset_run(
+        args.dataset, args.algo, overrides, seed=seed, agent_fields={"dataset": args.dataset}, log_dir=run_dir,
+        **run_args,
+    )  # fmt: skip
+    if args.checkpoint:
+        runner.load(args.checkpoint, weights_only=True)
+        print(f"Initialized policy weights from {args.checkpoint}.")
     return env, runner
 
 

@@ -1,7 +1,8 @@
 """Export trained policies to ONNX (the command line, ``python -m rslkit.export``, is :mod:`rslkit.cli.export`).
 
 Supported: PPO actor-critics (Gaussian / tanh-Gaussian / Beta / categorical heads, deterministic mode, env-space
-actions; feed-forward or GRU/LSTM with explicit state), SAC actors (``tanh(mu)``), and flow chunk policies
+actions; feed-forward or GRU/LSTM with explicit state), SAC actors (``tanh(mu)``), distilled students (a frame, a
+window of frames or a GRU/LSTM, the window or memory as explicit state), and flow chunk policies
 (flow-bc, ReinFlow; ``K`` Euler steps unrolled, initial noise as an input, and a ``future_state`` input for
 policies trained with VLASH offsets). Normalizers are inside the graph; the
 metadata (:class:`~rslkit.deploy.metadata.PolicyMetadata`) travels in ``metadata_props``.
@@ -24,11 +25,14 @@ from rslkit.data.lerobot_meta import read_tasks
 from rslkit.deploy.graphs import FlowChunkGraph, PPORecurrentGraph, PPOStepGraph, SACStepGraph, VLAChunkGraph
 from rslkit.deploy.instructions import InstructionTable, write_instructions
 from rslkit.deploy.metadata import PolicyMetadata, write_metadata
+from rslkit.deploy.student_graph import StudentGraph
 from rslkit.envs.vec_env import control_period
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.models.flow.policy import FlowPolicy
 from rslkit.models.normalizer import EmpiricalNormalization
+from rslkit.models.recurrent import Memory
 from rslkit.models.sac_networks import SACModel
+from rslkit.models.student_teacher import StudentTeacher
 from rslkit.models.text_encoder import MINILM, SentenceEncoder
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.recipes import load_run
@@ -213,6 +217,8 @@ def plan_export(
             flow_examples.append(torch.zeros(1, policy.future_state_dim))
             axes["future_state"] = {0: "batch"}
         return ExportPlan(graph, tuple(flow_examples), axes, meta)
+    if isinstance(policy, StudentTeacher):
+        return _plan_student(StudentGraph(policy), policy.obs_dims, policy.num_actions, metadata)
     if isinstance(policy, VLAPolicy):
         plan = _plan_vla(policy, num_flow_steps, metadata)
         plan.instructions = _instruction_table(policy, instructions)
@@ -222,8 +228,37 @@ def plan_export(
     if instructions:
         raise ValueError(f"Only VLA policies take instructions; this is a {type(policy).__name__}.")
     raise ValueError(
-        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy, VLAPolicy."
+        f"Cannot export a {type(policy).__name__}; supported: ActorCritic (PPO), SACModel (SAC), FlowPolicy, "
+        "VLAPolicy, StudentTeacher (distillation)."
     )
+
+
+def _plan_student(graph: StudentGraph, dims: dict[str, int], num_actions: int, metadata: Any) -> ExportPlan:
+    """The export plan of a distilled student: a ``step`` policy, or a ``recurrent`` one whose state is its memory
+    (a window of frames or a GRU/LSTM), fed and reset like a recurrent PPO policy's."""
+    groups, state_names = graph.groups, graph.state_names()
+    examples = tuple(torch.zeros(1, dims[g]) for g in groups)
+    axes = {g: {0: "batch"} for g in groups} | {"actions": {0: "batch"}}
+    obs_groups = {g: [dims[g]] for g in groups}
+    if not state_names:
+        meta = metadata(kind="step", obs_groups=obs_groups, action_dim=num_actions, input_names=groups,
+                        output_names=["actions"])  # fmt: skip
+        return ExportPlan(graph, examples, axes, meta)
+    shape = graph.state_shape()
+    state = tuple(torch.zeros([1 if d == -1 else d for d in shape]) for _ in state_names)
+    outs = [f"{n}_out" for n in state_names]
+    axes |= {n: {1: "batch"} for n in state_names + outs}
+    memory = graph.memory
+    meta = metadata(
+        kind="recurrent",
+        obs_groups=obs_groups,
+        action_dim=num_actions,
+        input_names=groups + state_names,
+        output_names=["actions", *outs],
+        state_shapes={n: shape for n in state_names},
+        rnn_type="history" if not isinstance(memory, Memory) else "lstm" if memory.is_lstm else "gru",
+    )
+    return ExportPlan(graph, examples + state, axes, meta)
 
 
 def _plan_vla(policy: VLAPolicy, num_flow_steps: int | None, metadata: Any) -> ExportPlan:
@@ -363,6 +398,11 @@ def load_checkpoint_policy(
             a policy without language input; see :func:`vla_instructions`.
     """
     env, runner, saved = load_run(checkpoint, num_envs=1, device="cpu", task=task)
+    if saved["algorithm"] == "dsrl":  # runner.policy is only the latent actor: exporting it alone would be wrong
+        raise ValueError(
+            "A DSRL policy is its latent actor followed by the frozen flow sampler, which ONNX export does not compose "
+            "yet; deploy it with play.py, or export the pretrained policy (agent.pretrained of the run)."
+        )
     period = control_period(env)
     obs = env.get_observations()
     info = {

@@ -50,6 +50,7 @@ BUILTIN_TASKS: dict[str, str] = {
     "cartpole": "rslkit.envs.tasks.cartpole",
     "cartpole-swingup": "rslkit.envs.tasks.cartpole_swingup",
     "go2-flat": "rslkit.envs.tasks.go2_flat",
+    "go2-rough": "rslkit.envs.tasks.go2_rough",
     "pendulum": "rslkit.envs.tasks.pendulum",
     "point-reach": "rslkit.envs.tasks.point_reach",
     "so101-lift": "rslkit.envs.tasks.so101_lift",

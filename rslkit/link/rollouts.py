@@ -170,7 +170,7 @@ def _same_schema(header: dict[str, Any], schema: Any, kind: str) -> RolloutSchem
     if isinstance(schema, RolloutSchema) and sent != schema:
         raise WireError(
             f"{kind} schema mismatch: the sender declares {sent.describe()} but this receiver expects "
-            f"{schema.describe()}: start learner and actors with the same --task, --num_envs, --algo and "
+            f"{schema.describe()}: start learner and actors with the same --task, --learner.actor_envs, --algo and "
             "--agent.* settings."
         )
     return sent

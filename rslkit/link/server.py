@@ -29,7 +29,6 @@ import numpy as np
 
 from rslkit.link import transport, wire
 
-DEFAULT_BIND = "127.0.0.1:50051"
 TICK_S = 0.05
 """How often an idle stream's writer looks for news (stop, replacement, idle timeout) besides being woken."""
 log = logging.getLogger(__name__)
@@ -142,7 +141,7 @@ class LearnerServer:
     def __init__(
         self,
         handlers: Sequence[Handler],
-        bind: str = DEFAULT_BIND,
+        bind: str = transport.DEFAULT_ADDRESS,
         *,
         token: str | None = None,
         tls: transport.ServerTLS | None = None,
@@ -299,7 +298,7 @@ class LearnerServer:
             self._abort(
                 context,
                 grpc.StatusCode.UNAUTHENTICATED,
-                "wrong or missing token: give the actor the learner's token (--token_file, or RSLKIT_TOKEN).",
+                "wrong or missing token: give the actor the learner's token (--actor.token_file, or RSLKIT_TOKEN).",
             )
         actor_id = next((v for k, v in metadata if k == transport.ACTOR_ID_KEY), None)
         try:

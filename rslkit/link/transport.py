@@ -9,14 +9,17 @@ one :func:`rslkit.link.wire.decode` validates::
 
 Call metadata: ``rslkit-actor-id`` (the actor's id, the sender of every message it sends) and, when the learner has a
 token, ``authorization: Bearer <token>``. The token is a secret, so the command lines read it from a file
-(``--token_file``) or from the ``RSLKIT_TOKEN`` environment variable (never from a flag a process list shows). Only
-grpc and the standard library are imported (the robot side has no torch).
+(the learner's ``--token_file``, an actor's ``--actor.token_file``) or from the ``RSLKIT_TOKEN`` environment variable
+(never from a flag a process list shows). An actor's connection settings are one :class:`ActorLinkCfg`
+(``--actor.learner``, ``--actor.id``, ``--actor.tls_ca`` ...), the same for the simulated actors and the ROS 2
+node's actor mode. Only grpc and the standard library are imported (the robot side has no torch).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +33,11 @@ ACTOR_ID_KEY = "rslkit-actor-id"
 AUTH_KEY = "authorization"
 REASON_KEY = "rslkit-reason"
 """Trailing metadata key of a stream the learner ended on purpose; the value ``replaced`` stops the old actor."""
-SERVER_TLS = "Pass --tls_cert CERT.pem --tls_key KEY.pem (and a token)"
-CLIENT_TLS = "Pass --tls_ca CA.pem (the ROS 2 node: --actor.tls_ca)"
-"""How to turn TLS on, named in refusals."""
+SERVER_TLS = "Pass --tls_cert CERT.pem --tls_key KEY.pem (and a token), use 127.0.0.1, or pass --allow_insecure_remote"
+CLIENT_TLS = "Pass --actor.tls_ca CA.pem, use 127.0.0.1, or pass --actor.allow_insecure_remote"
+"""The ways out of a refusal to serve or connect without TLS, named in it."""
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+"""The learner's default address (serve and connect)."""
 REPLACED = "replaced"
 LEARNER_ID = "learner"
 """The sender id of the learner's messages (ack, weights)."""
@@ -114,7 +119,7 @@ def require_tls_off_loopback(address: str, secure: bool, allow_insecure_remote: 
         address: ``host:port`` to serve or connect to.
         secure: whether TLS is configured.
         what: the refused action, ``serve`` or ``connect to``.
-        fix: how to configure TLS (:data:`SERVER_TLS`, :data:`CLIENT_TLS`).
+        fix: the ways out (:data:`SERVER_TLS`, :data:`CLIENT_TLS`).
 
     Raises:
         ValueError: an address that is not HOST:PORT, or one off loopback without TLS, naming the three ways out.
@@ -123,8 +128,40 @@ def require_tls_off_loopback(address: str, secure: bool, allow_insecure_remote: 
     if not secure and not is_loopback(host) and not allow_insecure_remote:
         raise ValueError(
             f"refusing to {what} {address} without TLS: actors' data and the token would cross the network in clear. "
-            f"{fix}, use 127.0.0.1, or pass --allow_insecure_remote on a network you trust."
+            f"{fix} on a network you trust."
         )
+
+
+@dataclass
+class ActorLinkCfg:
+    """How an actor reaches its learner: ``--actor.<field>`` on every actor's command line (``python -m
+    rslkit.realworld actor``, the ROS 2 node's actor mode)."""
+
+    learner: str = DEFAULT_ADDRESS
+    """The learner's ``HOST:PORT`` (a host other than loopback needs ``tls_ca``)."""
+    id: str = "actor-0"
+    """This actor's id (1-64 of ``[A-Za-z0-9_.-]``); one per robot."""
+    token_file: str = ""
+    """A file holding the learner's token (or set ``RSLKIT_TOKEN``; empty and unset: the learner has none)."""
+    tls_ca: str = ""
+    """The CA certificate (PEM) the learner's certificate is checked against; empty: plain text (loopback only)."""
+    tls_server_name: str = ""
+    """The name the learner's certificate carries, when ``learner`` is an address it does not name."""
+    allow_insecure_remote: bool = False
+    """Dial a non-loopback learner in plain text (a network you trust end to end)."""
+
+    def client_tls(self) -> ClientTLS | None:
+        """The TLS to dial with (None: plain text), after refusing plain text off loopback.
+
+        Raises:
+            ValueError: a learner address that is not HOST:PORT, or one off loopback without TLS, naming the flags.
+        """
+        require_tls_off_loopback(self.learner, bool(self.tls_ca), self.allow_insecure_remote, "connect to", CLIENT_TLS)
+        return ClientTLS.from_files(self.tls_ca, self.tls_server_name or None) if self.tls_ca else None
+
+    def read_token(self) -> str | None:
+        """The token from ``token_file`` or the secret ``RSLKIT_TOKEN`` (None: the learner has none)."""
+        return read_token(self.token_file, "--actor.token_file")
 
 
 TOKEN_ENV = "RSLKIT_TOKEN"
@@ -132,12 +169,15 @@ TOKEN_ENV = "RSLKIT_TOKEN"
 credentials), as an alternative to a token file."""
 
 
-def read_token_file(path: str | Path, flag: str) -> str:
-    """The token in the file ``path`` (surrounding whitespace stripped).
+def read_token(path: str | Path | None, flag: str) -> str | None:
+    """The token in the file ``path`` (surrounding whitespace stripped), or without a path the secret
+    :data:`TOKEN_ENV` (None when unset: no token).
 
     Raises:
         ValueError: a missing or empty file, naming ``flag``.
     """
+    if not path:
+        return os.environ.get(TOKEN_ENV) or None
     try:
         text = Path(path).read_text().strip()
     except OSError as err:

@@ -63,7 +63,7 @@ def check_name(value: object, what: str) -> str:
     return value
 
 
-def _int(value: object, what: str, low: int = 0) -> int:
+def check_int(value: object, what: str, low: int = 0) -> int:
     if type(value) is not int or not low <= value <= INT64_MAX:
         raise WireError(f"{what} must be an integer in [{low}, 2**63 - 1], got {value!r}.")
     return value
@@ -92,7 +92,7 @@ class ArraySpec:
     @classmethod
     def from_json(cls, obj: object, what: str) -> ArraySpec:
         """Parse :meth:`to_json`'s output; :class:`WireError` for anything else."""
-        obj = _fields(obj, {"shape", "dtype"}, what)
+        obj = check_fields(obj, {"shape", "dtype"}, what)
         if not isinstance(obj["shape"], list):
             raise WireError(f"{what}.shape must be a list of ints, got {obj['shape']!r}.")
         return cls(tuple(obj["shape"]), obj["dtype"])
@@ -173,14 +173,14 @@ def _exact(keys: Any, expected: set[str], what: str, noun: str) -> None:
         raise WireError(f"{what}: {', '.join(parts)}.")
 
 
-def _fields(obj: object, expected: set[str], what: str) -> dict[str, Any]:
+def check_fields(obj: object, expected: set[str], what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise WireError(f"{what} must be a JSON object, got {type(obj).__name__}.")
     _exact(obj.keys(), expected, what, "fields")
     return obj
 
 
-def _names(arrays: Mapping[str, Any], expected: set[str], what: str) -> None:
+def check_array_names(arrays: Mapping[str, Any], expected: set[str], what: str) -> None:
     _exact(arrays.keys(), expected, what, "arrays")
 
 
@@ -193,7 +193,7 @@ def _check_values(name: str, array: np.ndarray) -> None:
         raise WireError(f"array {name!r} is bool but holds bytes other than 0 and 1.")
 
 
-def _check_array(name: str, array: object, shape: tuple[int, ...], dtype: str) -> None:
+def check_array(name: str, array: object, shape: tuple[int, ...], dtype: str) -> None:
     if not isinstance(array, np.ndarray):
         raise WireError(f"array {name!r} must be a numpy array, got {type(array).__name__}.")
     if array.dtype != np.dtype(dtype) or array.shape != shape:
@@ -309,12 +309,12 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
     kind = obj.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise WireError(f"unknown message kind {kind!r}; known: {', '.join(sorted(KINDS))}.")
-    _fields(obj, {"kind", "sender"} | KINDS[kind].fields, f"{kind} header")
+    check_fields(obj, {"kind", "sender"} | KINDS[kind].fields, f"{kind} header")
     check_name(obj["sender"], "sender")
     return obj
 
 
-def _load_arrays(payload: memoryview) -> dict[str, np.ndarray]:
+def load_arrays(payload: memoryview) -> dict[str, np.ndarray]:
     try:
         arrays = safetensors.numpy.load(payload.tobytes())
     except Exception as err:  # the parser's errors (SafetensorError, unknown dtypes) name no common base
@@ -351,30 +351,30 @@ def decode_frame(header: dict[str, Any], payload: memoryview, schema: Any = None
 
 def no_arrays(payload: memoryview, kind: str) -> None:
     """Refuse a payload that holds arrays (kinds made of header fields only)."""
-    _names(_load_arrays(payload), set(), kind)
+    check_array_names(load_arrays(payload), set(), kind)
 
 
 def _encode_ack(message: Ack) -> tuple[dict[str, Any], dict[str, Any]]:
-    acked = {check_name(a, "an acked actor id"): _int(s, f"acked[{a!r}]") for a, s in message.acked.items()}
+    acked = {check_name(a, "an acked actor id"): check_int(s, f"acked[{a!r}]") for a, s in message.acked.items()}
     return {"acked": acked}, {}
 
 
 def _decode_ack(header: dict[str, Any], payload: memoryview, schema: Any) -> Ack:
     if not isinstance(header["acked"], dict):
         raise WireError(f"acked must be an object actor id -> seq, got {header['acked']!r}.")
-    acked = {check_name(a, "an acked actor id"): _int(s, f"acked[{a!r}]") for a, s in header["acked"].items()}
+    acked = {check_name(a, "an acked actor id"): check_int(s, f"acked[{a!r}]") for a, s in header["acked"].items()}
     no_arrays(payload, "ack")
     return Ack(header["sender"], acked)
 
 
 def _encode_weights(message: Weights) -> tuple[dict[str, Any], dict[str, Any]]:
     _check_weights(message.arrays)
-    return {"version": _int(message.version, "version")}, dict(message.arrays)
+    return {"version": check_int(message.version, "version")}, dict(message.arrays)
 
 
 def _decode_weights(header: dict[str, Any], payload: memoryview, schema: Any) -> Weights:
-    version = _int(header["version"], "version")
-    arrays = _load_arrays(payload)
+    version = check_int(header["version"], "version")
+    arrays = load_arrays(payload)
     _check_weights(arrays)
     return Weights(header["sender"], version, arrays)
 
@@ -383,11 +383,11 @@ HEARTBEAT_FIELDS = ("time_ns", "policy_version", "next_seq")
 
 
 def _encode_heartbeat(message: Heartbeat) -> tuple[dict[str, Any], dict[str, Any]]:
-    return {f: _int(getattr(message, f), f) for f in HEARTBEAT_FIELDS}, {}
+    return {f: check_int(getattr(message, f), f) for f in HEARTBEAT_FIELDS}, {}
 
 
 def _decode_heartbeat(header: dict[str, Any], payload: memoryview, schema: Any) -> Heartbeat:
-    message = Heartbeat(header["sender"], *(_int(header[f], f) for f in HEARTBEAT_FIELDS))
+    message = Heartbeat(header["sender"], *(check_int(header[f], f) for f in HEARTBEAT_FIELDS))
     no_arrays(payload, "heartbeat")
     return message
 
@@ -395,11 +395,3 @@ def _decode_heartbeat(header: dict[str, Any], payload: memoryview, schema: Any) 
 register(Kind("ack", Ack, frozenset({"acked"}), _encode_ack, _decode_ack))
 register(Kind("weights", Weights, frozenset({"version"}), _encode_weights, _decode_weights))
 register(Kind("heartbeat", Heartbeat, frozenset(HEARTBEAT_FIELDS), _encode_heartbeat, _decode_heartbeat))
-
-# ---------------------------------------------------------------------------------------------------- for other kinds
-# The kinds of rslkit.link.transitions and rslkit.link.rollouts share the frame and the checks of this module.
-load_arrays = _load_arrays
-check_int = _int
-check_fields = _fields
-check_array = _check_array
-check_array_names = _names

@@ -1,18 +1,20 @@
-"""Settings of the actor loop. CLI: ``--actor.<field>`` (the paced robot: ``--actor.robot.<field>``)."""
+"""Settings of the actor loop. CLI: ``--actor.<field>`` (the paced robot: ``--actor.robot.<field>``; the connection
+to the learner: :class:`~rslkit.link.transport.ActorLinkCfg`'s ``--actor.learner``, ``--actor.id`` ...)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rslkit.link.transport import ActorLinkCfg
 from rslkit.realworld.sim_robot import RealTimeCfg
 from rslkit.rewards.loop_reward import LoopRewardCfg
 from rslkit.utils.validation import expect, finite
 
 
 @dataclass
-class ActorCfg:
-    """How the actor acts, records and stops. Limits of 0 mean "no limit" (stop with Ctrl-C)."""
+class ActorCfg(ActorLinkCfg):
+    """How the actor reaches the learner, acts, records and stops. Limits of 0 mean "no limit" (stop with Ctrl-C)."""
 
     max_episodes: int = 0
     max_env_steps: int = 0

@@ -5,22 +5,21 @@ gamepad (:mod:`rslkit.realworld.teleop`), or :class:`ScriptedHuman`, an expert p
 policy leaves a corridor or stalls (HIL-SERL's human, scripted). The actor stores a replaced step as an
 intervention transition (it goes to both the online and the demonstration buffer).
 
-numpy only: the robot side (no torch) uses it.
+numpy only: the robot side (no torch) uses it. The observation and expert types are the tasks' own
+(:mod:`rslkit.envs.expert`), imported for type checking only, since importing ``rslkit.envs`` loads torch. Here an
+observation is one env's groups, no batch dimension: ``{"policy": [D]}``.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-Observation = Mapping[str, np.ndarray]
-"""One env's observation groups, no batch dimension: ``{"policy": [D]}``."""
-Expert = Callable[[Observation], np.ndarray]
-"""Observation groups -> action ``[A]`` in ``[-1, 1]`` (the tasks' experts, :mod:`rslkit.envs.expert`, also take a
-leading batch dimension)."""
+if TYPE_CHECKING:
+    from rslkit.envs.expert import Expert, Observation
 
 
 class InterventionSource(Protocol):

@@ -33,7 +33,7 @@ from rslkit.deploy.onnx_weights import onnx_weight_arrays
 from rslkit.envs.vec_env import VecEnv
 from rslkit.link import transport, wire
 from rslkit.link.journal import Journal
-from rslkit.link.server import DEFAULT_BIND, LearnerServer
+from rslkit.link.server import LearnerServer
 from rslkit.link.sink import TransitionsHandler, Watermarks
 from rslkit.realworld.learner_config import LearnerCfg
 from rslkit.realworld.replay_sink import ReplaySink, RowKeys
@@ -104,7 +104,7 @@ class RealWorldLearner(OffPolicyRunner):
     # ------------------------------------------------------------------ serving
     def serve(
         self,
-        bind: str = DEFAULT_BIND,
+        bind: str = transport.DEFAULT_ADDRESS,
         *,
         token: str | None = None,
         tls: transport.ServerTLS | None = None,

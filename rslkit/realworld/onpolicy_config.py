@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rslkit.link.transport import ActorLinkCfg
 from rslkit.utils.validation import expect, finite
 
 
@@ -22,7 +23,7 @@ class OnPolicyLearnerCfg:
     rollouts_per_update: int = 2
     """``B``: rollouts consumed per update (usually the number of actors)."""
     actor_envs: int = 64
-    """Envs of every actor (all actors run the same number; the CLI's --num_envs)."""
+    """Envs of every actor (all actors run the same number: an actor reads ``--learner.actor_envs`` too)."""
     rollout_timeout_s: float = 300.0
     """The learner stops with an error when no rollout arrived for this long (no actor is running)."""
 
@@ -37,8 +38,9 @@ class OnPolicyLearnerCfg:
 
 
 @dataclass
-class OnPolicyActorCfg:
-    """How an on-policy actor waits, and optional slowness for experiments. CLI: ``--actor.<field>``."""
+class OnPolicyActorCfg(ActorLinkCfg):
+    """How an on-policy actor reaches the learner and waits, and optional slowness for experiments. CLI:
+    ``--actor.<field>``."""
 
     permit_timeout_s: float = 10.0
     """One bounded wait for a permit (or for the weights it names); the actor then checks the learner is alive."""

@@ -29,7 +29,7 @@ from tensordict import TensorDict
 from rslkit.algorithms.staleness import update_metrics
 from rslkit.link import transport, wire
 from rslkit.link.rollouts import Permit, PermitRequest, Rollout
-from rslkit.link.server import DEFAULT_BIND, LearnerServer, Stream
+from rslkit.link.server import LearnerServer, Stream
 from rslkit.realworld.admission import Admission
 from rslkit.realworld.onpolicy_codec import RolloutCodec, codec_for
 from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
@@ -103,7 +103,7 @@ class RolloutLearner:
     # ------------------------------------------------------------------ serving
     def serve(
         self,
-        bind: str = DEFAULT_BIND,
+        bind: str = transport.DEFAULT_ADDRESS,
         *,
         token: str | None = None,
         tls: transport.ServerTLS | None = None,
@@ -223,7 +223,7 @@ class RolloutLearner:
                 if time.monotonic() - self._last_arrival > timeout:
                     raise TimeoutError(
                         f"no rollout arrived in {timeout:.0f} s: start actors (python -m rslkit.realworld actor "
-                        "--algo ... --target HOST:PORT) or raise --learner.rollout_timeout_s."
+                        "--algo ... --actor.learner HOST:PORT) or raise --learner.rollout_timeout_s."
                     )
                 self._cond.wait(0.2)
             return [self._rollouts.pop(k) for k in ks]
@@ -323,7 +323,19 @@ class PPOLearner(RolloutLearner, OnPolicyRunner):
         env: the task (its spaces and observation layout only; one env is enough).
         learner_cfg: admission and batch settings.
         other args: as :class:`~rslkit.runners.OnPolicyRunner`.
+
+    Raises:
+        ValueError: RND switched on (``agent.algorithm.rnd_cfg.weight > 0``): its intrinsic reward is computed where the
+            env steps, and here the actors step the envs.
     """
+
+    def __init__(self, env: Any, cfg: PPORunnerCfg, *args: Any, **kwargs: Any) -> None:
+        if cfg.algorithm.rnd_cfg.enabled:
+            raise ValueError(
+                "RND curiosity needs the env steps in the learner's process, and in the real-world loop the actors "
+                "step them: set --agent.algorithm.rnd_cfg.weight 0 (or train with RND in train.py)."
+            )
+        super().__init__(env, cfg, *args, **kwargs)
 
 
 class ReinFlowLearner(RolloutLearner, ReinFlowRunner):

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import os
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from rslkit.realworld.interventions import InterventionCounter, Observation, as_action
+from rslkit.realworld.interventions import InterventionCounter, as_action
+
+if TYPE_CHECKING:
+    from rslkit.envs.expert import Observation
 
 TakeoverMode = Literal["toggle", "hold"]
 """``toggle``: a press takes over, the next hands back. ``hold``: intervening while held (a deadman button)."""
@@ -47,9 +51,41 @@ class DeltaCommand:
         return self.command.copy()
 
 
-def _check_mode(mode: str) -> None:
-    if mode not in ("toggle", "hold"):
-        raise ValueError(f"mode must be 'toggle' or 'hold', got {mode!r}.")
+class _Teleop(ABC):
+    """A device a person steers with: takes over when :meth:`_taking_over`, then commands the policy's action plus
+    the integrated :meth:`delta` (:class:`DeltaCommand`); interventions are counted per episode."""
+
+    def __init__(self, num_actions: int, mode: TakeoverMode) -> None:
+        if mode not in ("toggle", "hold"):
+            raise ValueError(f"mode must be 'toggle' or 'hold', got {mode!r}.")
+        self.num_actions, self.mode = num_actions, mode
+        self.counter = InterventionCounter()
+        self._command = DeltaCommand()
+        self._toggled = False
+
+    @abstractmethod
+    def delta(self) -> np.ndarray:
+        """``[A]``: the change per step the person commands now."""
+
+    @abstractmethod
+    def _taking_over(self) -> bool:
+        """Whether the person intervenes at this step."""
+
+    def reset(self) -> None:
+        """New episode: a toggled takeover ends (a held key or deadman button keeps intervening)."""
+        self._toggled = False
+        self._command(False, np.zeros(self.num_actions, np.float32), np.zeros(self.num_actions, np.float32))
+        self.counter.start_episode()
+
+    def __call__(self, obs: Observation, policy_action: np.ndarray) -> np.ndarray | None:
+        """The person's command while taken over, else None."""
+        action = self._command(self._taking_over(), self.delta(), policy_action)
+        self.counter.count(action is not None)
+        return action
+
+    def episode_stats(self) -> dict[str, float]:
+        """See :meth:`InterventionCounter.episode_stats`."""
+        return self.counter.episode_stats()
 
 
 # ---------------------------------------------------------------------------------------------------- keyboard
@@ -90,7 +126,7 @@ def _pynput_listener(**callbacks: Any) -> Any:
     return keyboard.Listener(**callbacks)
 
 
-class KeyboardTeleop:
+class KeyboardTeleop(_Teleop):
     """Take over with a key and steer the action with held keys (pynput).
 
     Args:
@@ -113,17 +149,13 @@ class KeyboardTeleop:
         mode: TakeoverMode = "toggle",
         listener: Callable[..., Any] | None = None,
     ) -> None:
-        _check_mode(mode)
-        self.num_actions = num_actions
+        super().__init__(num_actions, mode)
         self.bindings = dict(bindings) if bindings is not None else default_key_bindings(num_actions, speed)
         bad = {k: v for k, v in self.bindings.items() if not 0 <= v[0] < num_actions}
         if bad:
             raise ValueError(f"Key bindings {bad} name action indices outside [0, {num_actions}).")
-        self.toggle_key, self.mode = toggle_key, mode
-        self.counter = InterventionCounter()
-        self._command = DeltaCommand()
+        self.toggle_key = toggle_key
         self._held: set[str] = set()
-        self._toggled = False
         self._lock = threading.Lock()
         make = listener or _pynput_listener
         self._listener = make(on_press=self.on_press, on_release=self.on_release)
@@ -148,6 +180,9 @@ class KeyboardTeleop:
         with self._lock:
             return self._toggled if self.mode == "toggle" else self.toggle_key in self._held
 
+    def _taking_over(self) -> bool:
+        return self.active
+
     def delta(self) -> np.ndarray:
         """``[A]``: the change per step of the keys held now."""
         out = np.zeros(self.num_actions, np.float32)
@@ -162,19 +197,7 @@ class KeyboardTeleop:
     def reset(self) -> None:
         """New episode: the person starts not intervening (a toggled takeover ends)."""
         with self._lock:
-            self._toggled = False
-        self._command(False, self.delta(), np.zeros(self.num_actions, np.float32))
-        self.counter.start_episode()
-
-    def __call__(self, obs: Observation, policy_action: np.ndarray) -> np.ndarray | None:
-        """The person's command while taken over, else None."""
-        action = self._command(self.active, self.delta(), policy_action)
-        self.counter.count(action is not None)
-        return action
-
-    def episode_stats(self) -> dict[str, float]:
-        """See :meth:`InterventionCounter.episode_stats`."""
-        return self.counter.episode_stats()
+            super().reset()
 
     def close(self) -> None:
         """Stop the key listener."""
@@ -224,7 +247,7 @@ def _pygame_joystick(index: int) -> tuple[Joystick, Callable[[], None]]:
     return pygame.joystick.Joystick(index), pygame.event.pump
 
 
-class GamepadTeleop:
+class GamepadTeleop(_Teleop):
     """Take over with a deadman (or toggle) button and steer with the sticks and buttons (pygame).
 
     Per step, stick deflection ``x`` (after the ``deadzone``, rescaled to reach 1 at full deflection) changes its
@@ -255,22 +278,18 @@ class GamepadTeleop:
         pump: Callable[[], None] | None = None,
         index: int = 0,
     ) -> None:
-        _check_mode(mode)
+        super().__init__(num_actions, mode)
         if not 0.0 <= deadzone < 1.0:
             raise ValueError(f"deadzone must be in [0, 1), got {deadzone}.")
         if joystick is None:
             joystick, default_pump = _pygame_joystick(index)
             pump = pump or default_pump
         self.joystick, self._pump = joystick, pump or (lambda: None)
-        self.num_actions = num_actions
         self.axes = list(axes) if axes is not None else default_gamepad_axes(num_actions)
         self.buttons = dict(buttons) if buttons is not None else default_gamepad_buttons(num_actions, speed)
         self.speed, self.deadzone = speed, deadzone
-        self.takeover_button, self.mode = takeover_button, mode
+        self.takeover_button = takeover_button
         self._check_mapping()
-        self.counter = InterventionCounter()
-        self._command = DeltaCommand()
-        self._toggled = False
         self._was_pressed = False
 
     def _check_mapping(self) -> None:
@@ -309,7 +328,8 @@ class GamepadTeleop:
                 out[index] += step
         return out
 
-    def _active(self) -> bool:
+    def _taking_over(self) -> bool:
+        self._pump()
         pressed = bool(self.joystick.get_button(self.takeover_button))
         if self.mode == "hold":
             return pressed
@@ -317,20 +337,3 @@ class GamepadTeleop:
             self._toggled = not self._toggled
         self._was_pressed = pressed
         return self._toggled
-
-    def reset(self) -> None:
-        """New episode: a toggled takeover ends (a held deadman keeps intervening)."""
-        self._toggled = False
-        self._command(False, np.zeros(self.num_actions, np.float32), np.zeros(self.num_actions, np.float32))
-        self.counter.start_episode()
-
-    def __call__(self, obs: Observation, policy_action: np.ndarray) -> np.ndarray | None:
-        """The person's command while taken over, else None."""
-        self._pump()
-        action = self._command(self._active(), self.delta(), policy_action)
-        self.counter.count(action is not None)
-        return action
-
-    def episode_stats(self) -> dict[str, float]:
-        """See :meth:`InterventionCounter.episode_stats`."""
-        return self.counter.episode_stats()

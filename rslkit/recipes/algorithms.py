@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rslkit.runners.distillation_config import DistillationRunnerCfg
+from rslkit.runners.distillation_runner import DistillationRunner
+from rslkit.runners.dsrl_runner import DSRLRunner, DSRLRunnerCfg
 from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.off_policy_runner import OffPolicyRunner
 from rslkit.runners.on_policy_runner import OnPolicyRunner
@@ -21,6 +24,8 @@ ALGORITHMS: dict[str, tuple[type, Any]] = {
     "reinflow": (ReinFlowRunnerCfg, ReinFlowRunner),
     "vla-bc": (VLABCRunnerCfg, PretrainRunner),
     "vla-reinflow": (VLAReinFlowRunnerCfg, VLAReinFlowRunner),
+    "distillation": (DistillationRunnerCfg, DistillationRunner),
+    "dsrl": (DSRLRunnerCfg, DSRLRunner),
 }
 """Each runner takes ``(env, cfg, log_dir, device, dist_info, run_info)`` and provides ``learn()``,
 ``load(path, weights_only)``, ``save(path)``, ``iteration`` and ``inference_policy()``. Behaviour cloning has one

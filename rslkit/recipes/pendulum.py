@@ -11,6 +11,7 @@ from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.models.actor_critic import PolicyCfg
 from rslkit.models.flow import FlowPolicyCfg
 from rslkit.recipes.sac_defaults import small_task_sac_cfg
+from rslkit.runners.dsrl_runner import dsrl_cfg
 from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.ppo_config import PPORunnerCfg
 from rslkit.runners.reinflow_runner import ReinFlowRunnerCfg
@@ -60,5 +61,6 @@ RECIPES: dict[str, Callable[[], Any]] = {
     "sac": small_task_sac_cfg,
     "flow-bc": pendulum_flow_bc_cfg,
     "reinflow": pendulum_reinflow_cfg,
+    "dsrl": lambda: dsrl_cfg(small_task_sac_cfg(), chunk=4),
 }
 """Algorithm name -> default agent config of ``pendulum``."""

@@ -18,6 +18,7 @@ from rslkit.envs.vec_env import VecEnv
 from rslkit.recipes.algorithms import get_algorithm
 from rslkit.recipes.catalog import agent_cfg as recipe_agent_cfg
 from rslkit.recipes.catalog import env_settings
+from rslkit.recipes.dataset_run import DATASET_SPEC_KEY, load_dataset_run
 from rslkit.recipes.learned_reward import RewardChoice, wrap_env
 from rslkit.runners.base import BaseRunner
 from rslkit.utils.checkpoint import latest_checkpoint, load_checkpoint
@@ -263,15 +264,31 @@ def load_run(
     """
     path = resolve_checkpoint(checkpoint)
     saved = load_checkpoint(path)
+    if algo is not None and algo != saved.get("algorithm"):
+        raise ValueError(f"Checkpoint '{path}' was trained with --algo {saved.get('algorithm')}, not --algo {algo}.")
     saved_task = saved.get("task")
+    if saved_task is None and saved.get(DATASET_SPEC_KEY):  # trained from a dataset alone
+        spec_env, runner = load_dataset_run(
+            path,
+            saved,
+            task=task,
+            num_envs=num_envs,
+            seed=seed,
+            overrides=overrides,
+            max_iterations=max_iterations,
+            device=device,
+            log_dir=path.parent if resume and log_dir is None else log_dir,
+            dist_info=dist_info,
+            runner_cls=runner_cls,
+        )
+        runner.load(path, weights_only=not resume)
+        return spec_env, runner, saved
     if saved_task is None:
         if task is None:
             raise ValueError(f"Checkpoint '{path}' does not record its task; pass --task NAME.")
         saved_task = task
     if task is not None and task != saved_task:
         raise ValueError(f"Checkpoint '{path}' was trained on task '{saved_task}', not '{task}'.")
-    if algo is not None and algo != saved.get("algorithm"):
-        raise ValueError(f"Checkpoint '{path}' was trained with --algo {saved.get('algorithm')}, not --algo {algo}.")
     algo = str(saved["algorithm"])
     spec = get_task(str(saved_task))
     cfg_cls, default_runner = get_algorithm(algo)

@@ -11,6 +11,7 @@ from rslkit.algorithms.reinflow import ReinFlowCfg
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.recipes.sac_defaults import robot_sac_cfg
 from rslkit.recipes.so101_lift import so101_lift_ppo_cfg
+from rslkit.runners.dsrl_runner import dsrl_cfg
 from rslkit.runners.vla_bc_data import VLABCRunnerCfg
 from rslkit.runners.vla_reinflow_runner import VLAReinFlowRunnerCfg
 
@@ -74,8 +75,13 @@ RECIPES: dict[str, Callable[[], Any]] = {
     "sac": lambda: robot_sac_cfg(gamma=0.97),
     "vla-bc": so101_pick_place_vla_cfg,
     "vla-reinflow": so101_pick_place_vla_reinflow_cfg,
+    "dsrl": lambda: dsrl_cfg(robot_sac_cfg(gamma=0.97), chunk=16),
 }
 """Algorithm name -> default agent config of ``so101-pick-place``."""
 
-ENV_SETTINGS: dict[str, dict[str, Any]] = {"vla-bc": {"cameras": ("table",)}, "vla-reinflow": {"cameras": ("table",)}}
+ENV_SETTINGS: dict[str, dict[str, Any]] = {
+    "vla-bc": {"cameras": ("table",)},
+    "vla-reinflow": {"cameras": ("table",)},
+    "dsrl": {"cameras": ("table",)},
+}
 """The VLA recipes read the table camera, which the env renders only when asked."""

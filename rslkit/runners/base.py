@@ -224,7 +224,10 @@ class BaseRunner(ABC, Generic[CfgT, AlgT]):
         Raises:
             ValueError: if the checkpoint was made by another algorithm or an incompatible network.
         """
-        data = load_runner_checkpoint(path, self.algorithm_name, self.device)
+        return self._load_data(path, load_runner_checkpoint(path, self.algorithm_name, self.device), weights_only)
+
+    def _load_data(self, path: str | Path, data: dict[str, Any], weights_only: bool) -> dict[str, Any]:
+        """:meth:`load` of the checkpoint ``data``, read from ``path`` and checked to be this algorithm's."""
         with checkpoint_must_fit(path):
             if weights_only:
                 self._load_weights(data["alg"])

@@ -3,7 +3,7 @@ actions (with VLASH future-state offsets where the policy reads a future state).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -17,6 +17,7 @@ from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.policy import FlowPolicy, FlowPolicyCfg
 from rslkit.runners.bc_data import BCData, BCRunCfg
+from rslkit.runners.bc_validation import ValBatch, evenly_spaced
 from rslkit.runners.checks import policy_obs_dim
 
 
@@ -34,20 +35,22 @@ class FlowBCRunnerCfg(BCRunCfg):
 
     def make_data(self, env: VecEnv, device: torch.device, seed: int) -> FlowBCData:
         """A :class:`FlowBCData` of this config."""
-        return FlowBCData(env, self, device)
+        return FlowBCData(env, self, device, seed)
 
 
 class FlowBCData(BCData):
     """A flow policy over the env's ``policy.obs_group`` and the chunks of a dataset's states and actions.
 
-    Batches are drawn with the global torch RNG (what the runner's checkpoints restore).
+    Batches are drawn with the global torch RNG (what the runner's checkpoints restore); the validation split with
+    the run's ``seed``.
     """
 
-    def __init__(self, env: VecEnv, cfg: FlowBCRunnerCfg, device: torch.device) -> None:
-        self.env, self.cfg = env, cfg
+    def __init__(self, env: VecEnv, cfg: FlowBCRunnerCfg, device: torch.device, seed: int) -> None:
+        self.env, self.cfg, self.seed = env, cfg, seed
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         self.alg: FlowBC[FlowPolicy] = FlowBC(FlowPolicy(obs_dim, env.num_actions, cfg.policy), cfg.algorithm, device)
         self.dataset: ChunkDataset | None = None
+        self.val_dataset: ChunkDataset | None = None
 
     def load(self, fresh: bool) -> None:
         """Read ``cfg.dataset``, check it against the env and set the normalizers (on a ``fresh`` run).
@@ -63,14 +66,25 @@ class FlowBCData(BCData):
         if fresh:
             policy.set_normalization(demos.stats)
             self.alg.ema.model.set_normalization(demos.stats)
+        train, val = self.split(demos, self.cfg.val_fraction, self.seed)
         self.dataset = ChunkDataset(
-            demos,
+            train,
             self.cfg.policy.horizon,
             self.alg.device,
             policy.max_future_offset,
             policy.state_slice,
             self.cfg.policy.future_state_source,
         )
+        self.val_dataset = None if val is None else ChunkDataset(val, self.cfg.policy.horizon, self.alg.device)
+
+    def validation_batches(self, batch_size: int) -> Iterator[ValBatch]:
+        """``(o_t, a_t:)`` of up to ``val_max_frames`` held-out frames (the observed state as the future state)."""
+        if self.val_dataset is None:
+            return
+        rows = evenly_spaced(len(self.val_dataset), self.cfg.val_max_frames)
+        for batch in rows.split(batch_size):
+            obs, actions, _ = self.val_dataset.get(batch)
+            yield obs, actions
 
     def update(self, batch_size: int) -> dict[str, float]:
         """One step on ``(o_t, a_t:)`` chunks, or VLASH's ``(o_t, s_{t+delta}, a_{t+delta:})`` for a policy with

@@ -11,7 +11,8 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.ppo import PPO
-from rslkit.envs.vec_env import VecEnv
+from rslkit.algorithms.symmetry import make_mirror
+from rslkit.envs.vec_env import VecEnv, control_period
 from rslkit.models.actor_critic import ActorCritic
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.ppo_config import PPORunnerCfg
@@ -66,7 +67,9 @@ class OnPolicyRunner(RolloutRunner[PPORunnerCfg, PPO]):
         obs = env.get_observations().to(self.device)
         num_choices = _discrete_choices(env, cfg.policy.distribution)
         policy = ActorCritic(obs, env.num_actions, cfg.policy, num_choices)
-        self.alg = PPO(policy, cfg.algorithm, cfg.num_steps_per_env, obs, self.device)
+        symmetry = cfg.algorithm.symmetry_cfg
+        mirror = make_mirror(symmetry, env) if symmetry.enabled else None
+        self.alg = PPO(policy, cfg.algorithm, cfg.num_steps_per_env, obs, self.device, mirror, control_period(env))
         self.alg.broadcast_parameters()
         self.stats = EpisodeStats(env.num_envs, self.device, cfg.episode_stats_window)
         self.rollout_env = env
@@ -117,8 +120,14 @@ class OnPolicyRunner(RolloutRunner[PPORunnerCfg, PPO]):
     def _env_steps(self) -> int:
         return self.cfg.num_steps_per_env * self.env.num_envs * self.dist.world_size
 
+    def _intrinsic_reward(self) -> Callable[[TensorDict], torch.Tensor] | None:
+        return self.alg.intrinsic_reward if self.alg.rnd is not None else None
+
     def _policy_metrics(self, obs: TensorDict) -> dict[str, float]:
-        return {"Loss/learning_rate": self.alg.learning_rate, "Policy/mean_std": float(self._mean_std())}
+        metrics = {"Loss/learning_rate": self.alg.learning_rate, "Policy/mean_std": float(self._mean_std())}
+        if self.alg.rnd is not None:
+            metrics["RND/mean_intrinsic_reward"] = self.alg.pop_intrinsic_reward_mean()
+        return metrics
 
     @torch.no_grad()
     def _mean_std(self) -> torch.Tensor:

@@ -1,8 +1,10 @@
-"""Pretrain runner: behaviour cloning of a flow or VLA policy from a LeRobotDataset, evaluated in the env.
+"""Pretrain runner: behaviour cloning of a flow or VLA policy from a LeRobotDataset, evaluated on held-out episodes
+and, beside a simulated task, in the env.
 
 The one BC loop; what differs between ``flow-bc`` and ``vla-bc`` (the policy, how the dataset is read and sampled,
 what the policy reads at evaluation) is the run config's dataset/policy pair (:class:`~rslkit.runners.bc_data.
-BCData`)."""
+BCData`). A run from a dataset alone gets a :class:`~rslkit.data.dataset_spec.DatasetSpec` for its env: the same
+pair sizes its policy from it, and evaluation skips the rollouts."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ import torch
 from tensordict import TensorDict
 
 from rslkit.algorithms.flow_bc import FlowBC
+from rslkit.data.dataset_spec import DatasetSpec
 from rslkit.envs.vec_env import VecEnv
 from rslkit.models.flow.chunk_executor import ChunkExecutor
 from rslkit.runners.base import BaseRunner
 from rslkit.runners.bc_data import BCRunCfg
+from rslkit.runners.bc_validation import validation_metrics
 from rslkit.runners.episode_stats import EpisodeStats
 from rslkit.runners.evaluation import evaluate_episodes
 from rslkit.runners.run_state import capture_run_state, restore_run_state
@@ -33,12 +37,14 @@ class PretrainRunner(BaseRunner[BCRunCfg, FlowBC]):
 
     The dataset is loaded when :meth:`learn` starts (so ``play.py`` can rebuild the runner without it) and checked
     against the env; on a fresh run its statistics become the policy's normalizers. A :meth:`learn` iteration takes
-    ``updates_per_iteration`` gradient steps; every ``eval_interval`` iterations and after the last, evaluation runs
-    the EMA policy with the deterministic ODE, one episode per env (success overall and per instruction where the
-    env reports them), and its episodes feed :attr:`stats`.
+    ``updates_per_iteration`` gradient steps at the rates of ``cfg.lr_schedule``; every ``eval_interval`` iterations
+    and after the last, evaluation runs the EMA policy on the validation episodes (``Val/*``, with
+    ``val_fraction > 0``) and, in a simulated env, with the deterministic ODE for one episode per env (success overall
+    and per instruction where the env reports them), whose episodes feed :attr:`stats`.
 
     Args:
-        env: the environment the policy will run in (for sizes and evaluation).
+        env: the environment the policy will run in (for sizes and evaluation), or the
+            :class:`~rslkit.data.dataset_spec.DatasetSpec` of a run without a simulator.
         cfg: run config (``cfg.dataset`` names the demonstrations).
         log_dir: run directory; None for no files.
         device: training device.
@@ -62,6 +68,9 @@ class PretrainRunner(BaseRunner[BCRunCfg, FlowBC]):
         self.alg = self.data.alg
         self.stats = EpisodeStats(env.num_envs, self.device)
         self._executor: ChunkExecutor | None = None
+        self.rollouts = not isinstance(env, DatasetSpec)
+        """Whether evaluation runs episodes in the env (False: a dataset's spec stands in for it)."""
+        self._seed = int((run_info or {}).get("seed", 0))
 
     @property
     def policy(self) -> torch.nn.Module:
@@ -89,6 +98,25 @@ class PretrainRunner(BaseRunner[BCRunCfg, FlowBC]):
             self._executor.reset(dones)
 
     def evaluate(self) -> dict[str, float]:
+        """:meth:`validate`, then (with a simulator) :meth:`evaluate_rollouts`."""
+        metrics = self.validate()
+        if self.rollouts:
+            metrics.update(self.evaluate_rollouts())
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """The EMA policy's ``Val/*`` metrics on the held-out episodes
+        (:func:`~rslkit.runners.bc_validation.validation_metrics`); empty without any (``val_fraction`` 0: the
+        dataset is then not needed, e.g. to evaluate a checkpoint elsewhere)."""
+        if self.cfg.val_fraction == 0:
+            return {}
+        if self.data.dataset is None:
+            self.load_dataset()
+        names = getattr(self.env, "action_names", None) or [str(i) for i in range(self.env.num_actions)]
+        batches = self.data.validation_batches(self.cfg.algorithm.batch_size)
+        return validation_metrics(self.alg.ema.model, batches, names, self._seed)
+
+    def evaluate_rollouts(self) -> dict[str, float]:
         """One deterministic episode per env (:func:`~rslkit.runners.evaluation.evaluate_episodes`): its ``Eval/*``
         metrics; the episodes replace the window of :attr:`stats`."""
         episodes = evaluate_episodes(self.env, self.inference_policy(), self.reset_inference, self.device)
@@ -110,13 +138,16 @@ class PretrainRunner(BaseRunner[BCRunCfg, FlowBC]):
         t0 = time.perf_counter()
         sums: dict[str, float] = {}
         self.alg.policy.train()
-        for _ in range(self.cfg.updates_per_iteration):
+        n = self.cfg.updates_per_iteration
+        total = self.cfg.max_iterations * n
+        peak = lr = self.cfg.algorithm.learning_rate
+        for k in range(n):
+            lr = self.cfg.lr_schedule.apply(self.alg.optimizer, self.iteration * n + k, peak, total)
             for key, value in self.data.update(self.cfg.algorithm.batch_size).items():
                 sums[key] = sums.get(key, 0.0) + value
         elapsed = time.perf_counter() - t0
-        n = self.cfg.updates_per_iteration
         metrics = {f"Loss/{k}": v / n for k, v in sums.items()}
-        metrics["Loss/learning_rate"] = self.cfg.algorithm.learning_rate
+        metrics["Loss/learning_rate"] = lr
         metrics["Perf/updates_per_s"] = n / elapsed
         metrics["Perf/learn_time"] = elapsed
         return metrics
@@ -125,7 +156,8 @@ class PretrainRunner(BaseRunner[BCRunCfg, FlowBC]):
         interval = self.cfg.eval_interval
         if last or (interval > 0 and self.iteration % interval == 0):
             metrics.update(self.evaluate())
-            metrics.update(self.stats.summary())
+            if self.rollouts:
+                metrics.update(self.stats.summary())
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_state(self) -> dict[str, Any]:

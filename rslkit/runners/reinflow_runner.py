@@ -25,14 +25,48 @@ from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
 from rslkit.runners.rollout_runner import RolloutRunner
 from rslkit.runners.run_config import RolloutCfg
 from rslkit.runners.run_state import capture_run_state, restore_run_state
-from rslkit.utils.checkpoint import checkpoint_must_fit, load_checkpoint
+from rslkit.utils.checkpoint import check_writer, checkpoint_must_fit, load_checkpoint
 from rslkit.utils.config import from_dict, to_dict
 from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
 
 
 @dataclass
-class ChainRunCfg(RolloutCfg, ChunkExecutionCfg):
+class ChunkedEnvCfg(ChunkExecutionCfg):
+    """How a run of a chunk policy steps its env one chunk per decision (ReinFlow, Flow-SDE, DSRL), besides how
+    evaluation executes chunks. CLI: ``--agent.<field>``."""
+
+    restart_ended_episodes: str = "auto"
+    """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
+    ``reset_envs``; the rest of the old chunk never drives a new episode, see
+    :class:`~rslkit.envs.action_chunk.ActionChunkWrapper`), ``continue`` lets the new episode run the old chunk's
+    remaining actions, ``auto`` restarts where the env can (TorchTask envs; a Gymnasium env continues)."""
+
+    def check_chunked_env(self) -> None:
+        """Raise :class:`~rslkit.utils.validation.ConfigError` for an unknown ``restart_ended_episodes`` or chunk
+        execution settings (:meth:`check_execution`) that cannot hold for any chunk size."""
+        mode = self.restart_ended_episodes
+        expect(mode in ("auto", "restart", "continue"), "restart_ended_episodes",
+               f"must be 'auto', 'restart' or 'continue', got {mode!r}")  # fmt: skip
+        self.check_execution(None)
+
+    def restart_ended(self, env: VecEnv) -> bool:
+        """Whether episodes that end inside a chunk of ``env`` restart at the chunk's end."""
+        mode = self.restart_ended_episodes
+        return mode == "restart" or (mode == "auto" and callable(getattr(env, "reset_envs", None)))
+
+    def chunk_env(self, env: VecEnv, horizon: int, gamma: float) -> ActionChunkWrapper:
+        """``env`` stepped one chunk of ``horizon`` actions per decision, rewards discounted by ``gamma`` per step.
+
+        Raises:
+            ConfigError: ``execute_steps`` exceeds ``horizon``.
+        """
+        self.check_execution(horizon, "agent.")
+        return ActionChunkWrapper(env, horizon, gamma, self.restart_ended(env))
+
+
+@dataclass
+class ChainRunCfg(RolloutCfg, ChunkedEnvCfg):
     """The fields of every ReinFlow fine-tuning run (state-only flow or VLA policy). CLI: ``--agent.<field>``."""
 
     pretrained: str = ""
@@ -44,21 +78,13 @@ class ChainRunCfg(RolloutCfg, ChunkExecutionCfg):
     max_iterations: int = 100
     eval_interval: int = 10
     """Iterations between deterministic evaluations (one episode per env; resets the env); 0: only the last."""
-    restart_ended_episodes: str = "auto"
-    """An episode that ends inside a chunk: ``restart`` starts it afresh once the chunk is done (the env's
-    ``reset_envs``; the rest of the old chunk never drives a new episode, see
-    :class:`~rslkit.envs.action_chunk.ActionChunkWrapper`), ``continue`` lets the new episode run the old chunk's
-    remaining actions, ``auto`` restarts where the env can (TorchTask envs; a Gymnasium env continues)."""
 
     def check(self) -> None:
         """Raise :class:`~rslkit.utils.validation.ConfigError` for a field the fine-tuning loop cannot run with."""
         super().check()
-        mode = self.restart_ended_episodes
-        expect(mode in ("auto", "restart", "continue"), "restart_ended_episodes",
-               f"must be 'auto', 'restart' or 'continue', got {mode!r}")  # fmt: skip
         every = self.eval_interval
         expect(isinstance(every, int) and every >= 0, "eval_interval", f"must be >= 0 (0: only the last), got {every}")
-        self.check_execution(None)
+        self.check_chunked_env()
 
 
 @dataclass
@@ -104,19 +130,35 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
     pretrained_algorithm: str
     """The behaviour-cloning algorithm whose checkpoints this runner fine-tunes (for error messages)."""
 
+    def __init__(
+        self,
+        env: VecEnv,
+        cfg: ChainCfgT,
+        log_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
+        self._pretrained_from = cfg.pretrained
+        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
+        self._build(cfg.pretrained)
+
+    @abstractmethod
+    def _build(self, pretrained: str) -> None:
+        """Build the policy (with the weights of the behaviour-cloning checkpoint ``pretrained``, when not empty),
+        its chain and algorithm, and hand them to :meth:`_set_algorithm`."""
+
     def _set_algorithm(self, alg: ReinFlow, obs: TensorDict, initialized: bool) -> None:
         """Take ``alg`` (its chain's horizon sets the chunked env) and start the loop's state.
 
         Raises:
             ConfigError: ``execute_steps`` exceeds the pretrained policy's chunk size.
         """
-        self.cfg.check_execution(alg.chain.horizon, "agent.")
+        self.chunk_env = self.cfg.chunk_env(self.env, alg.chain.horizon, self.cfg.algorithm.gamma)
         self.alg = alg
         self.initialized = initialized
         """Whether the actor holds trained weights (from ``pretrained`` or :meth:`load`)."""
-        mode = self.cfg.restart_ended_episodes
-        restart = mode == "restart" or (mode == "auto" and callable(getattr(self.env, "reset_envs", None)))
-        self.chunk_env = ActionChunkWrapper(self.env, alg.chain.horizon, self.cfg.algorithm.gamma, restart)
         self.rollout_env = self.chunk_env
         self.stats = EpisodeStats(self.env.num_envs, self.device)
         self.total_env_steps = 0
@@ -234,7 +276,7 @@ class ChainRunnerBase(RolloutRunner[ChainCfgT, ReinFlow]):
         data = load_checkpoint(path, self.device)
         if data.get("algorithm") == self.pretrained_algorithm:
             return self._load_pretrained(path, data, weights_only)
-        data = super().load(path, weights_only)
+        data = self._load_data(path, check_writer(data, path, self.algorithm_name), weights_only)
         self.initialized = True
         return data
 
@@ -277,21 +319,11 @@ class ReinFlowRunner(ChainRunnerBase[ReinFlowRunnerCfg]):
     algorithm_name = "reinflow"
     pretrained_algorithm = FlowBCRunnerCfg.ALGORITHM
 
-    def __init__(
-        self,
-        env: VecEnv,
-        cfg: ReinFlowRunnerCfg,
-        log_dir: str | Path | None = None,
-        device: str | torch.device = "cpu",
-        dist_info: DistInfo | None = None,
-        run_info: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        self._pretrained_from = cfg.pretrained
-        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
-        weights = None
-        if cfg.pretrained:
-            agent_cfg, weights = load_pretrained(cfg.pretrained, self.device, FlowBCRunnerCfg, "ReinFlow")
+    def _build(self, pretrained: str) -> None:
+        """Flow policy (from the flow-bc checkpoint ``pretrained`` when given), chain, algorithm and loop state."""
+        cfg, env, weights = self.cfg, self.env, None
+        if pretrained:
+            agent_cfg, weights = load_pretrained(pretrained, self.device, FlowBCRunnerCfg, "ReinFlow")
             cfg.policy = from_dict(FlowPolicyCfg, agent_cfg["policy"])
         obs_dim = policy_obs_dim(env, cfg.policy.obs_group)
         policy = FlowPolicy(obs_dim, env.num_actions, cfg.policy)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import torch
@@ -47,7 +48,8 @@ RolloutAlgT = TypeVar("RolloutAlgT", bound=RolloutAlgorithm)
 
 class RolloutRunner(BaseRunner[RolloutCfgT, RolloutAlgT]):
     """One iteration: a rollout of ``cfg.num_steps_per_env`` steps of :attr:`rollout_env` from :attr:`_obs`
-    (``alg.act`` -> env step -> NaN check -> ``alg.process_env_step`` -> episode statistics), the bootstrap, the
+    (``alg.act`` -> env step -> NaN check -> ``alg.process_env_step``, with :meth:`_intrinsic_reward` added where
+    the algorithm has one -> episode statistics of the env's reward), the bootstrap, the
     update, then the metrics: losses, :meth:`_policy_metrics`, episode statistics, the env's log, speed.
 
     A subclass sets :attr:`rollout_env`, :attr:`total_env_steps` and :attr:`_obs`, and provides the hooks.
@@ -67,6 +69,11 @@ class RolloutRunner(BaseRunner[RolloutCfgT, RolloutAlgT]):
     def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
         """Feed one rollout step (on the training device) to :attr:`stats`."""
 
+    def _intrinsic_reward(self) -> Callable[[TensorDict], torch.Tensor] | None:
+        """The algorithm's intrinsic reward of the observations a step reached (PPO with RND), added to the env's
+        reward for the update only (episode statistics keep the env's); None: none."""
+        return None
+
     @abstractmethod
     def _update(self) -> dict[str, float]:
         """Update on the collected rollout; return the losses."""
@@ -83,6 +90,7 @@ class RolloutRunner(BaseRunner[RolloutCfgT, RolloutAlgT]):
         obs = self._obs
         t0 = time.perf_counter()
         env_log = EnvLogMeans()
+        intrinsic = self._intrinsic_reward()
         self.alg.begin_rollout()
         with torch.inference_mode():
             for _ in range(self.cfg.num_steps_per_env):
@@ -91,7 +99,7 @@ class RolloutRunner(BaseRunner[RolloutCfgT, RolloutAlgT]):
                 obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                 if self.cfg.check_for_nan:
                     check_finite(obs, rewards)
-                self.alg.process_env_step(rewards, dones, extras)
+                self.alg.process_env_step(rewards if intrinsic is None else rewards + intrinsic(obs), dones, extras)
                 self._record_step(rewards, dones, extras)
                 env_log.add(extras.get("log", {}))
             self.alg.compute_returns(obs)

@@ -9,8 +9,9 @@ the sentence encoder ``agent.text_encoder`` (MiniLM from its PyPI wheel by defau
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -19,6 +20,8 @@ from tensordict import TensorDict
 from rslkit.algorithms.flow_bc import FlowBC
 from rslkit.data.checks import check_matches_env
 from rslkit.data.demonstrations import ENV_STATE_KEY, Demonstrations
+from rslkit.data.lerobot_cameras import camera_name, dataset_cameras
+from rslkit.data.lerobot_meta import read_info
 from rslkit.data.lerobot_reader import read_lerobot_dataset
 from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
 from rslkit.envs.camera_groups import camera_group
@@ -30,6 +33,7 @@ from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
 from rslkit.models.vla.state_probe import StateProbe
 from rslkit.runners.bc_data import BCData, BCRunCfg
+from rslkit.runners.bc_validation import ValBatch, evenly_spaced
 from rslkit.runners.checks import policy_obs_dim
 from rslkit.runners.env_instructions import EnvInstructions
 from rslkit.utils.validation import expect
@@ -77,6 +81,37 @@ class VLABCRunnerCfg(BCRunCfg):
         return VLABCData(env, self, device, seed)
 
 
+def make_vla_policy(env: VecEnv, cfg: VLABCRunnerCfg) -> VLAPolicy:
+    """The policy a vla-bc run trains: sized by the env's (or the dataset spec's) state group and actions; a
+    :class:`~rslkit.models.smolvla.policy.SmolVLAPolicy` for ``--agent.policy.backbone smolvla``.
+
+    Raises:
+        ValueError: SmolVLA with ``--agent.aux_state`` (it has no observation tokens to probe).
+    """
+    state_dim = policy_obs_dim(env, cfg.policy.state_group)
+    if cfg.policy.backbone != "smolvla":
+        return VLAPolicy(state_dim, env.num_actions, cfg.policy)
+    if cfg.aux_state:
+        raise ValueError("--agent.aux_state probes observation tokens, which SmolVLA has not: leave it empty.")
+    return SmolVLAPolicy(state_dim, env.num_actions, cfg.policy)
+
+
+def check_dataset_cameras(dataset: str | Path, cameras: tuple[str, ...]) -> None:
+    """Refuse a dataset without one of the policy's cameras, naming the flag that chooses them.
+
+    Raises:
+        ValueError: a camera of ``cameras`` the dataset's ``meta/info.json`` does not declare.
+    """
+    available = dataset_cameras(read_info(Path(dataset))["features"])
+    for cam in cameras:
+        if camera_name(cam) not in available:
+            raise ValueError(
+                f"Dataset '{dataset}' has no camera '{cam}' that the policy reads (--agent.policy.cameras "
+                f"{','.join(cameras)}); its cameras are {sorted(available) or 'none'}: set --agent.policy.cameras to "
+                "some of them, or record the camera (python -m rslkit.record --camera NAME)."
+            )
+
+
 class TokenizedInstructions(EnvInstructions):
     """Each env's instruction as a :class:`~rslkit.models.smolvla.policy.SmolVLAPolicy` reads it: token ids and
     mask from the policy's own tokenizer (over-long instructions refused)."""
@@ -102,12 +137,8 @@ class VLABCData(BCData):
     """
 
     def __init__(self, env: VecEnv, cfg: VLABCRunnerCfg, device: torch.device, seed: int) -> None:
-        self.env, self.cfg = env, cfg
-        state_dim = policy_obs_dim(env, cfg.policy.state_group)
-        smolvla = cfg.policy.backbone == "smolvla"
-        policy = (SmolVLAPolicy if smolvla else VLAPolicy)(state_dim, env.num_actions, cfg.policy)
-        if smolvla and cfg.aux_state:
-            raise ValueError("--agent.aux_state probes observation tokens, which SmolVLA has not: leave it empty.")
+        self.env, self.cfg, self.seed = env, cfg, seed
+        policy = make_vla_policy(env, cfg)
         probe = None
         self.aux_columns = torch.zeros(0, dtype=torch.long)
         """Columns of the aux_state group the probe regresses (empty without a probe)."""
@@ -130,6 +161,7 @@ class VLABCData(BCData):
         )
         """Each env's instruction embedding (SmolVLA: token ids), the policy's ``instruction`` input."""
         self.dataset: VLAChunkDataset | None = None
+        self.val_dataset: VLAChunkDataset | None = None
         self._task_embeddings: torch.Tensor | None = None
         self._generator = torch.Generator().manual_seed(seed)
 
@@ -142,6 +174,7 @@ class VLABCData(BCData):
         if not self.cfg.dataset:
             raise ValueError("Behaviour cloning needs demonstrations: pass --dataset PATH (or --agent.dataset PATH).")
         cameras = list(self.cfg.policy.cameras)
+        check_dataset_cameras(self.cfg.dataset, self.cfg.policy.cameras)
         demos = read_lerobot_dataset(self.cfg.dataset, cameras=cameras)
         policy = self.alg.policy
         check_matches_env(demos, policy.obs_dim, self.env.num_actions, "the env")
@@ -154,7 +187,9 @@ class VLABCData(BCData):
                     f"--agent.policy.image_size {h},{w} (the recording's size), or re-record at {size[0]}x{size[1]}."
                 )
         self._check_aux_state(demos)
-        self.dataset = VLAChunkDataset(demos, cameras, self.cfg.policy.horizon)
+        train, val = self.split(demos, self.cfg.val_fraction, self.seed)
+        self.dataset = VLAChunkDataset(train, cameras, self.cfg.policy.horizon)
+        self.val_dataset = None if val is None else VLAChunkDataset(val, cameras, self.cfg.policy.horizon)
         self._task_embeddings = self.instructions.embed(demos.tasks)
         if fresh and self.alg.probe is not None:
             stats = demos.stats[ENV_STATE_KEY]
@@ -185,16 +220,30 @@ class VLABCData(BCData):
     def batch(self, batch_size: int) -> tuple[TensorDict, torch.Tensor, torch.Tensor | None]:
         """A training batch: raw observation groups ``[B]`` (shifted frames), action chunks ``[B, Ta, A]`` and, with
         ``aux_state``, the frames' privileged state ``[B, E]`` (else None)."""
-        assert self.dataset is not None and self._task_embeddings is not None, "load() first"
-        device = self.alg.device
+        assert self.dataset is not None, "load() first"
         rows = torch.randint(len(self.dataset), (batch_size,), generator=self._generator)
-        state, frames, task, actions = self.dataset.get(rows)
-        groups = {self.cfg.policy.state_group: state, INSTRUCTION_GROUP: self._task_embeddings[task.to(device)]}
-        for cam, images in frames.items():
-            groups[camera_group(cam)] = random_shift(images, self.cfg.augment_shift, self._generator)
+        obs, actions = self._examples(self.dataset, rows, self.cfg.augment_shift)
         env_state = self.dataset.demos.env_state
         aux = None if self.alg.probe is None or env_state is None else env_state[rows][:, self.aux_columns]
-        return TensorDict(groups, batch_size=[batch_size]).to(device), actions, aux
+        return obs, actions, aux
+
+    def _examples(self, dataset: VLAChunkDataset, rows: torch.Tensor, shift: int) -> tuple[TensorDict, torch.Tensor]:
+        """Raw observation groups ``[B]`` (frames shifted by up to ``shift`` pixels) and action chunks of ``rows``."""
+        assert self._task_embeddings is not None, "load() first"
+        device = self.alg.device
+        state, frames, task, actions = dataset.get(rows)
+        groups = {self.cfg.policy.state_group: state, INSTRUCTION_GROUP: self._task_embeddings[task.to(device)]}
+        for cam, images in frames.items():
+            groups[camera_group(cam)] = random_shift(images, shift, self._generator)
+        return TensorDict(groups, batch_size=[len(rows)]).to(device), actions
+
+    def validation_batches(self, batch_size: int) -> Iterator[ValBatch]:
+        """Up to ``val_max_frames`` held-out frames, unshifted, with their tasks' instructions."""
+        if self.val_dataset is None:
+            return
+        rows = evenly_spaced(len(self.val_dataset), self.cfg.val_max_frames)
+        for batch in rows.split(batch_size):
+            yield self._examples(self.val_dataset, batch, 0)
 
     def update(self, batch_size: int) -> dict[str, float]:
         """One step on a :meth:`batch`."""

@@ -20,7 +20,6 @@ from tensordict import TensorDict
 from rslkit.algorithms.reinflow import make_chain
 from rslkit.algorithms.reinflow_vla import VLAReinFlow
 from rslkit.envs.camera_groups import camera_group
-from rslkit.envs.vec_env import VecEnv
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import VLAPolicy
@@ -29,7 +28,6 @@ from rslkit.runners.env_instructions import EnvInstructions
 from rslkit.runners.reinflow_runner import ChainRunCfg, ChainRunnerBase, load_pretrained
 from rslkit.runners.vla_bc_data import VLABCRunnerCfg
 from rslkit.utils.config import from_dict
-from rslkit.utils.distributed import DistInfo
 from rslkit.utils.validation import expect
 
 TRAINABLE = ("all", "action_expert")
@@ -107,23 +105,15 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
     algorithm_name = "vla-reinflow"
     pretrained_algorithm = VLABCRunnerCfg.ALGORITHM
 
-    def __init__(
-        self,
-        env: VecEnv,
-        cfg: VLAReinFlowRunnerCfg,
-        log_dir: str | Path | None = None,
-        device: str | torch.device = "cpu",
-        dist_info: DistInfo | None = None,
-        run_info: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(env, cfg, log_dir, device, dist_info, run_info)
-        self._pretrained_from = cfg.pretrained
-        """Where the pretrained policy came from (``pretrained_from`` in checkpoints; kept across resumes)."""
-        self.instructions: EnvInstructions | None = None
-        self._build(load_vla_pretrained(cfg.pretrained, self.device) if cfg.pretrained else None)
+    instructions: EnvInstructions | None = None
+    """The instruction source of a policy that reads language (None: it reads none)."""
 
-    def _build(self, pretrained: VLAPretrained | None) -> None:
-        """Policy (from ``pretrained`` when given), chain, algorithm and loop state."""
+    def _build(self, pretrained: str) -> None:
+        """Policy (from the vla-bc checkpoint ``pretrained`` when given), chain, algorithm and loop state."""
+        self._build_from(load_vla_pretrained(pretrained, self.device) if pretrained else None)
+
+    def _build_from(self, pretrained: VLAPretrained | None) -> None:
+        """:meth:`_build` with the checkpoint's contents."""
         c, env = self.cfg, self.env
         if pretrained is not None:
             c.policy, c.text_encoder = pretrained.policy, pretrained.text_encoder
@@ -204,5 +194,5 @@ class VLAReinFlowRunner(ChainRunnerBase[VLAReinFlowRunnerCfg]):
         if not weights_only:
             return super()._load_pretrained(path, data, weights_only)
         self.cfg.pretrained = self._pretrained_from = str(path)
-        self._build(load_vla_pretrained(path, self.device))
+        self._build_from(load_vla_pretrained(path, self.device))
         return data

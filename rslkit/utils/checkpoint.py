@@ -8,11 +8,11 @@ tensors. :func:`save_checkpoint` refuses anything else, naming the entry, so a f
 
 from __future__ import annotations
 
-import pickle
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from pickle import UnpicklingError  # the class only: what torch's restricted loader raises on a refused global
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
         torch.save(data, f)
 
 
-def _refusal(path: Path, err: pickle.UnpicklingError) -> ValueError:
+def _refusal(path: Path, err: UnpicklingError) -> ValueError:
     """The error for a file the restricted unpickler refused: one naming the Python object it would have built, or
     the unreadable-file error when the file is no pickle at all."""
     text = str(err)
@@ -105,7 +105,7 @@ def load_plain(path: str | Path, map_location: str | torch.device = "cpu") -> An
     try:
         with torch.serialization.safe_globals(_NUMERIC_NDARRAY):
             return torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
+    except UnpicklingError as err:
         raise _refusal(Path(path), err) from None
     except Exception as err:  # torch raises several types for corrupt files
         raise ValueError(f"Could not read checkpoint '{path}': {err}") from err
@@ -150,12 +150,16 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
 def load_runner_checkpoint(
     path: str | Path, algorithm: str, map_location: str | torch.device = "cpu"
 ) -> dict[str, Any]:
-    """:func:`load_checkpoint`, checking that ``algorithm`` wrote it.
+    """:func:`load_checkpoint`, checking that ``algorithm`` wrote it (:func:`check_writer`)."""
+    return check_writer(load_checkpoint(path, map_location), path, algorithm)
+
+
+def check_writer(data: dict[str, Any], path: str | Path, algorithm: str) -> dict[str, Any]:
+    """``data`` (the checkpoint read from ``path``) if ``algorithm`` wrote it.
 
     Raises:
         ValueError: for a checkpoint written by another algorithm (names the ``--algo`` to use).
     """
-    data = load_checkpoint(path, map_location)
     if data.get("algorithm") != algorithm:
         raise ValueError(
             f"Checkpoint '{path}' was written by '{data.get('algorithm')}', not by {algorithm}; "

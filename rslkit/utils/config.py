@@ -213,3 +213,15 @@ def apply_overrides(root: dict[str, Any], args: list[str]) -> None:
                 f"{', '.join('--' + p + '.' for p in root)} (see --help)."
             )
         set_field(root[prefix], path, value, prefix)
+
+
+def refuse_renamed(args: list[str], renamed: dict[str, str], note: str = "") -> None:
+    """Refuse a flag of an earlier version (``--old`` or ``--old=value``) that ``renamed`` maps to its spelling now.
+
+    Raises:
+        ValueError: ``--old was renamed: use --new`` and ``note``.
+    """
+    for token in args:
+        old = token.split("=", 1)[0]
+        if old in renamed:
+            raise ValueError(f"{old} was renamed: use {renamed[old]}{note}.")

@@ -115,3 +115,15 @@ def test_a_name_inside_a_longer_name_does_not_count():
     assert not ri.names_file("see ppo_async_seed1.json", "async_seed1.json")
     assert not ri.names_file("see ppo_async.json.bak", "ppo_async.json.b")
     assert ri.names_file("(`ppo_async.json`, seed 0)", "ppo_async.json")
+
+
+def test_a_glob_cites_a_family_of_runs_and_must_match(tmp_path):
+    results = _results(tmp_path, ["ppo_x.json", "ppo_x.png", "sac_a.json", "sac_b_u20.json", "sac_b_u50.json"])
+    doc = DOC + "\nThe sweep: `sac_b_*.json`.\n"
+    entries = {e.name: e for e in ri.build_entries(results, doc)}
+    assert [s.heading for s in entries["sac_b_u50.json"].sections] == ["2. SAC"]
+    assert ri.problems(results, doc, ri.render_index(list(entries.values()))) == []
+    doc = doc.replace("`sac_b_*.json`", "`sac_c_*.json`")
+    found = ri.problems(results, doc, ri.render_index(ri.build_entries(results, doc)))
+    assert "docs/benchmarks.md cites `sac_c_*.json`, which matches no results file" in found
+    assert any(line.startswith("sac_b_u20.json: named in no section") for line in found)

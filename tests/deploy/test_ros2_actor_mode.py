@@ -253,6 +253,34 @@ def test_settings_are_checked(graphs: dict[str, Path], tmp_path: Path) -> None:
         RobotActor(RobotActorCfg(learner="127.0.0.1:1", schema=str(schema)), _controller(graphs["mlp"]))
     with pytest.raises(ValueError, match="not 'pendulum'"):
         RobotActor(RobotActorCfg(learner="127.0.0.1:1", task="pendulum"), _controller(graphs["mlp"]))
+    spool = tmp_path / "refused"
+    with pytest.raises(ValueError, match="Pass --actor.tls_ca CA.pem.*--actor.allow_insecure_remote"):
+        RobotActor(RobotActorCfg(learner="10.1.2.3:50051", spool=str(spool)), _controller(graphs["mlp"]))
+    assert not spool.exists()  # refused before the spool is made
+
+
+def test_actor_flags_are_one_typed_spelling_for_every_actor() -> None:
+    """``--actor.*`` through the one override parser: the connection fields are the same on the ROS 2 node and the
+    simulated actors (``python -m rslkit.realworld actor``)."""
+    from dataclasses import fields
+
+    from rslkit.deploy.ros2.__main__ import robot_actor_cfg
+    from rslkit.link.transport import ActorLinkCfg
+    from rslkit.realworld.actor_config import ActorCfg
+    from rslkit.realworld.onpolicy_config import OnPolicyActorCfg
+
+    link = {f.name for f in fields(ActorLinkCfg)}
+    for cfg in (RobotActorCfg, ActorCfg, OnPolicyActorCfg):
+        assert link <= {f.name for f in fields(cfg)}, cfg
+    assert robot_actor_cfg([]) is None
+    cfg = robot_actor_cfg(
+        ["--actor.learner", "127.0.0.1:1", "--actor.allow_insecure_remote=true", "--actor.reward", "none"]
+    )
+    assert cfg is not None and cfg.allow_insecure_remote is True and cfg.reward == "none" and cfg.id == "actor-0"
+    with pytest.raises(ValueError, match="--actor.id need --actor.learner HOST:PORT"):
+        robot_actor_cfg(["--actor.id", "arm-1"])
+    with pytest.raises(ValueError, match="Bad value for 'actor.reward'"):
+        robot_actor_cfg(["--actor.learner", "127.0.0.1:1", "--actor.reward", "sometimes"])
 
 
 # ---------------------------------------------------------------------------------------------------- with sockets

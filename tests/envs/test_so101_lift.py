@@ -177,3 +177,25 @@ def test_grasp_pays_only_for_a_cube_held_between_the_pads():
 def test_bad_grasp_radius_is_a_clear_error():
     with pytest.raises(ValueError, match="grasp_radius"):
         _task(grasp_radius=0.0)
+
+
+def test_resume_keeps_the_touch_flags_of_a_held_cube():
+    """The jaws' contact sensors count contacts, a position-stage reading that ``forward()`` recomputes after a load
+    (unlike acceleration-stage touch sensors): a resumed or restarted grasp sees the same flags."""
+    env = _task()
+    q = env.backend.qpos.clone()
+    c = env._cube_qpos
+    q[0, c : c + 3] = env.grasp_point[0].double()
+    q[0, c + 3 : c + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    env.backend.set_joint_state(torch.tensor([0]), q[:1], ctrl=q[:1, env._qpos_ids].clone())
+    env._refresh()
+    close = torch.zeros(4, 6)
+    close[:, 5] = -1.0
+    for _ in range(10):
+        env.step(close)
+    assert env.touch[0].tolist() == [1.0, 1.0]
+    other = _task()
+    other.load_state_dict(env.state_dict())
+    assert torch.equal(other.touch, env.touch) and other.grasped().tolist() == env.grasped().tolist()
+    other.start_episode_from(1, env.env_state(0))
+    assert other.touch[1].tolist() == [1.0, 1.0]

@@ -12,8 +12,7 @@ try:
 except ModelNotFoundError as err:
     pytest.skip(f"SO-101 model missing ({err})", allow_module_level=True)
 
-from rslkit.envs.mujoco.models import SO101_ARM_JOINTS  # noqa: E402
-from rslkit.envs.tasks.so101_reach import ARM_JOINTS, SO101ReachCfg, SO101ReachTask  # noqa: E402
+from rslkit.envs.tasks.so101_reach import SO101ReachCfg, SO101ReachTask  # noqa: E402
 
 TERMS = {"Episode_Reward/distance", "Episode_Reward/proximity", "Episode_Reward/reach", "Episode_Reward/action_rate"}
 
@@ -44,7 +43,6 @@ def _assert_same(a, b) -> None:
 
 
 def test_shapes_and_targets() -> None:
-    assert ARM_JOINTS == SO101_ARM_JOINTS
     env = _task()
     obs = env.get_observations()["policy"]
     assert obs.shape == (8, 24) and obs.dtype == torch.float32 and env.num_actions == 5

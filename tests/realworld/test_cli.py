@@ -29,8 +29,10 @@ def test_help_of_every_command(command: str, capsys: pytest.CaptureFixture[str])
 
 def test_bad_input_is_refused_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main(["learner", "--task", "pendulum", "--num_envs", "4"])
-    assert "are for --algo ppo / reinflow" in capsys.readouterr().err
+        main(["learner", "--task", "pendulum", "--pretrained", "bc.pt"])
+    assert "--pretrained is for --algo reinflow" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="Unknown config field 'learner.actor_envs'"):
+        main(["learner", "--task", "pendulum", "--learner.actor_envs", "4"])  # a SAC actor drives one robot
     with pytest.raises(ValueError, match="pass --pretrained CKPT"):
         main(["learner", "--task", "pendulum", "--algo", "reinflow"])
     with pytest.raises(ValueError, match="Bad value for 'learner.publish'"):
@@ -89,11 +91,34 @@ def test_actor_target_errors_name_flags_and_come_first(tmp_path: Path, caplog: p
     (no unrelated robot warning first)."""
     logdir = ["--logdir", str(tmp_path)]
     with pytest.raises(ValueError, match="HOST:PORT without a scheme"):
-        main(["actor", "--task", "pendulum", "--target", "http://10.1.2.3:50051", *logdir])
-    with pytest.raises(ValueError, match="Pass --tls_ca CA.pem") as refused:
-        main(["actor", "--task", "pendulum", "--target", "10.1.2.3:50051", *logdir])
-    assert "tls=" not in str(refused.value) and "allow_insecure_remote=True" not in str(refused.value)
+        main(["actor", "--task", "pendulum", "--actor.learner", "http://10.1.2.3:50051", *logdir])
+    with pytest.raises(ValueError, match="Pass --actor.tls_ca CA.pem") as refused:
+        main(["actor", "--task", "pendulum", "--actor.learner", "10.1.2.3:50051", *logdir])
+    assert "--actor.allow_insecure_remote" in str(refused.value) and "=True" not in str(refused.value)
+    with pytest.raises(ValueError, match="Pass --actor.tls_ca CA.pem"):
+        main(["actor", "--task", "pendulum", "--algo", "ppo", "--actor.learner", "10.1.2.3:50051", *logdir])
     assert "Cannot read the joints" not in caplog.text and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "command, old, new",
+    [
+        ("actor", "--target", "--actor.learner"),
+        ("actor", "--actor_id", "--actor.id"),
+        ("actor", "--tls_ca", "--actor.tls_ca"),
+        ("actor", "--tls_server_name", "--actor.tls_server_name"),
+        ("actor", "--token_file", "--actor.token_file"),
+        ("actor", "--allow_insecure_remote", "--actor.allow_insecure_remote"),
+        ("local", "--num_envs", "--learner.actor_envs"),
+        ("learner", "--max_staleness", "--learner.max_staleness"),
+        ("local", "--actors", "--learner.rollouts_per_update"),
+    ],
+)
+def test_old_connection_and_shortcut_flags_name_their_one_spelling(command: str, old: str, new: str) -> None:
+    """One spelling of every setting: the actor's connection is ``--actor.*`` (as on the ROS 2 node), the on-policy
+    loop's sizes ``--learner.*``; an old flag exits naming the new one before anything is built."""
+    with pytest.raises(ValueError, match=f"^{old} was renamed: use {new}.$"):
+        main([command, "--task", "pendulum", "--algo", "ppo", f"{old}=x"])
 
 
 def test_without_grpc_the_loop_says_which_extra_to_install(

@@ -57,7 +57,7 @@ def learner(run_dir: Path, port: int, log: Path, resume: bool = False) -> subpro
 
 def actor(actor_dir: Path, port: int, log: Path, steps: int, hz: float = 200.0, *extra: str) -> subprocess.Popen:
     args = [
-        "actor", "--task", "pendulum", "--target", f"127.0.0.1:{port}", "--actor_dir", str(actor_dir),
+        "actor", "--task", "pendulum", "--actor.learner", f"127.0.0.1:{port}", "--actor_dir", str(actor_dir),
         "--actor.max_env_steps", str(steps), "--actor.spool_every_s", "0.5", "--actor.robot.control_hz", str(hz),
         "--actor.robot.min_reset_s", "0.05", "--actor.robot.settle_s", "0", "--actor.first_weights_timeout_s", "1",
         *extra,

@@ -16,7 +16,8 @@ from rslkit.runners.on_policy_runner import OnPolicyRunner
 
 pytestmark = needs_netns
 LOCAL = [sys.executable, "-m", "rslkit.realworld", "local", "--task", "point-reach", "--algo", "ppo",
-         "--actors", "2", "--max_staleness", "1", "--num_envs", "8", "--agent.num_steps_per_env", "8",
+         "--learner.rollouts_per_update", "2", "--learner.max_staleness", "1", "--learner.actor_envs", "8",
+         "--agent.num_steps_per_env", "8",
          "--actor.give_up_s", "5"]  # fmt: skip
 
 
@@ -47,5 +48,6 @@ def test_local_ppo_end_to_end_and_resume(tmp_path: Path) -> None:
 
 def test_help_names_the_on_policy_flags() -> None:
     out = subprocess.run([*LOCAL[:4], "--help"], capture_output=True, text=True, timeout=60).stdout
-    for flag in ("--algo", "--actors", "--max_staleness", "--num_envs", "--pretrained"):
+    for flag in ("--algo", "--learner.rollouts_per_update", "--learner.max_staleness", "--learner.actor_envs",
+                 "--pretrained"):  # fmt: skip
         assert flag in out

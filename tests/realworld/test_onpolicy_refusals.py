@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import numpy as np
+import pytest
 from onpolicy_helpers import FAST, Loop, add_actor, learner
 from transport_helpers import needs_netns, wait_until
 
@@ -13,6 +15,8 @@ from rslkit.link import wire
 from rslkit.link.client import ActorClient
 from rslkit.link.rollouts import PermitRequest, Rollout, RolloutSchema
 from rslkit.realworld.onpolicy_config import OnPolicyLearnerCfg
+from rslkit.realworld.onpolicy_learner import PPOLearner
+from rslkit.recipes import build_run
 
 pytestmark = needs_netns
 OVERRIDES = ["--agent.num_steps_per_env", "4", "--agent.algorithm.num_mini_batches", "2"]
@@ -102,3 +106,11 @@ def test_actor_refuses_a_learner_of_another_schema() -> None:
     finally:
         client.close()
         run.stop_serving()
+
+
+def test_ppo_learner_refuses_rnd_whose_reward_only_train_py_computes():
+    """RND's intrinsic reward is added where the env steps; the loop's learner never steps one, so it refuses."""
+    factory = functools.partial(PPOLearner, learner_cfg=OnPolicyLearnerCfg())
+    with pytest.raises(ValueError, match="--agent.algorithm.rnd_cfg.weight 0"):
+        build_run("point-reach", "ppo", [*OVERRIDES, "--agent.algorithm.rnd_cfg.weight", "1"], num_envs=1, seed=0,
+                  runner_cls=factory)  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rslkit.cli.play import evaluate
+from rslkit.envs.registry import get_task
 from rslkit.recipes import build_run, load_run, recipe_pairs
 from rslkit.utils.checkpoint import latest_checkpoint
 
@@ -29,6 +30,10 @@ SMALL = {
     "flow-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16",
                 "--agent.policy.hidden_dim", "16", "--agent.policy.num_blocks", "1"],
     "reinflow": ["--agent.num_steps_per_env", "4"],
+    "dsrl": ["--agent.num_steps_per_env", "2", "--agent.random_steps", "1", "--agent.learning_starts", "1",
+             "--agent.algorithm.batch_size", "32", "--agent.replay.capacity", "256",
+             "--agent.policy.actor_hidden_dims", "16,16", "--agent.policy.critic_hidden_dims", "16,16"],
+    "distillation": ["--agent.num_steps_per_env", "8", "--agent.student.hidden_dims", "16,16"],
     "vla-reinflow": ["--agent.num_steps_per_env", "2", "--env.camera_width", "16", "--env.camera_height", "16",
                      "--agent.algorithm.critic_hidden_dims", "16", "--agent.algorithm.noise_hidden_dims", "16"],
     "vla-bc": ["--agent.updates_per_iteration", "2", "--agent.algorithm.batch_size", "16", "--env.camera_width", "16",
@@ -39,7 +44,9 @@ SMALL = {
 
 
 def _small(task: str, algo: str) -> list[str]:
-    return [*SMALL[algo], "--agent.save_interval", "1", "--agent.logger=", "--env.episode_length",
+    camera_env = algo == "dsrl" and hasattr(get_task(task).env_cfg(), "camera_width")  # DSRL over a tiny vla-bc
+    cameras = ["--env.camera_width", "16", "--env.camera_height", "16"] if camera_env else []
+    return [*SMALL[algo], *cameras, "--agent.save_interval", "1", "--agent.logger=", "--env.episode_length",
             str(EPISODE.get(task, 30))]  # fmt: skip
 
 
@@ -57,8 +64,12 @@ def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) 
         fields["dataset"] = str(_expert_demonstrations(task, root))
     if algo == "reinflow":
         fields["pretrained"] = str(runs.get((task, "flow-bc")) or _train(task, "flow-bc", root, runs))
-    if algo == "vla-reinflow":
+    if algo == "vla-reinflow" or (algo == "dsrl" and task == "so101-pick-place"):
         fields["pretrained"] = str(runs.get((task, "vla-bc")) or _train(task, "vla-bc", root, runs))
+    elif algo == "dsrl":
+        fields["pretrained"] = str(runs.get((task, "flow-bc")) or _train(task, "flow-bc", root, runs))
+    if algo == "distillation":
+        fields["teacher_checkpoint"] = str(_teacher(task, root))
     log_dir = root / f"{task}-{algo}"
     _, runner = build_run(
         task, algo, _small(task, algo), num_envs=2, max_iterations=2, agent_fields=fields, log_dir=log_dir
@@ -67,6 +78,18 @@ def _train(task: str, algo: str, root: Path, runs: dict[tuple[str, str], Path]) 
     assert runner.iteration == 2
     runs[(task, algo)] = latest_checkpoint(log_dir)
     return runs[(task, algo)]
+
+
+def _teacher(task: str, root: Path) -> Path:
+    """A PPO run of ``task`` on the groups its distillation recipe expects its teacher to read."""
+    from rslkit.recipes import agent_cfg
+
+    groups = ",".join(agent_cfg(task, "distillation").teacher.actor_obs_groups)
+    log_dir = root / f"{task}-teacher"
+    _, runner = build_run(task, "ppo", [*_small(task, "ppo"), f"--agent.policy.actor_obs_groups={groups}"],
+                          num_envs=2, max_iterations=1, log_dir=log_dir)  # fmt: skip
+    runner.learn()
+    return latest_checkpoint(log_dir)
 
 
 def _demonstrations(task: str, root: Path, runs: dict[tuple[str, str], Path]) -> Path:
@@ -120,6 +143,10 @@ def test_recipe_trains_reloads_plays_and_exports(
     from rslkit.deploy.export import export_checkpoint
     from rslkit.deploy.onnx_policy import OnnxPolicy
 
+    if algo == "dsrl":  # the latent actor alone is no deployable policy: export refuses it (docs/algorithms.md)
+        with pytest.raises(ValueError, match="DSRL policy is its latent actor"):
+            export_checkpoint(ckpt, root / f"{task}-{algo}.onnx")
+        return
     meta = export_checkpoint(ckpt, root / f"{task}-{algo}.onnx")
     assert meta.task == task and meta.algorithm == algo and meta.action_dim == env.num_actions
     assert meta.control_rate_hz is not None and meta.control_rate_hz > 0

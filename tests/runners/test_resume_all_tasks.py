@@ -30,6 +30,16 @@ EPISODE_LENGTH = 5
 """Short episodes, so that auto-resets (and the task's generator) are part of every run."""
 
 COMMON = ["--env.episode_length", str(EPISODE_LENGTH), "--agent.save_interval", "2", "--agent.logger="]
+SAC_TINY = [
+    "--agent.policy.actor_hidden_dims=16,16",
+    "--agent.policy.critic_hidden_dims=16,16",
+    "--agent.algorithm.batch_size=16",
+    "--agent.num_steps_per_env=2",
+    "--agent.random_steps=1",
+    "--agent.learning_starts=1",
+    "--agent.replay.capacity=64",
+    "--agent.replay.save_in_checkpoint=true",
+]
 TINY: dict[str, list[str]] = {
     "ppo": [
         "--agent.policy.actor_hidden_dims=16,16",
@@ -38,16 +48,7 @@ TINY: dict[str, list[str]] = {
         "--agent.algorithm.num_mini_batches=2",
         "--agent.algorithm.num_learning_epochs=2",
     ],
-    "sac": [
-        "--agent.policy.actor_hidden_dims=16,16",
-        "--agent.policy.critic_hidden_dims=16,16",
-        "--agent.algorithm.batch_size=16",
-        "--agent.num_steps_per_env=2",
-        "--agent.random_steps=1",
-        "--agent.learning_starts=1",
-        "--agent.replay.capacity=64",
-        "--agent.replay.save_in_checkpoint=true",
-    ],
+    "sac": SAC_TINY,
     "flow-bc": [
         "--agent.policy.horizon=2",
         "--agent.policy.num_inference_steps=2",
@@ -92,6 +93,12 @@ TINY: dict[str, list[str]] = {
         "--agent.num_steps_per_env=3",
         "--agent.eval_interval=1",
     ],
+    "distillation": [
+        "--agent.student.hidden_dims=16,16",
+        "--agent.num_steps_per_env=4",
+        "--agent.algorithm.gradient_length=3",
+    ],
+    "dsrl": SAC_TINY,  # SAC over the latent action
 }
 """Per algorithm: overrides that make an iteration take milliseconds (networks of 16, a few env steps)."""
 PAIRS = recipe_pairs()
@@ -101,7 +108,9 @@ def _overrides(task: str, algo: str) -> list[str]:
     if algo not in TINY:
         pytest.fail(f"Algorithm '{algo}' has a recipe but no tiny settings: add them to TINY in {__file__}.")
     sim_threads = ["--env.sim_threads=1"] if hasattr(get_task(task).env_cfg(), "sim_threads") else []
-    return [*COMMON, *TINY[algo], *sim_threads]
+    small_cameras = ["--env.camera_width=16", "--env.camera_height=16"]  # DSRL over a tiny VLA renders its cameras
+    cameras = small_cameras if algo == "dsrl" and hasattr(get_task(task).env_cfg(), "camera_width") else []
+    return [*COMMON, *TINY[algo], *sim_threads, *cameras]
 
 
 def _build(task: str, algo: str, out: Path, fields: dict[str, Any]):
@@ -160,7 +169,20 @@ def _agent_fields(task: str, algo: str, tmp: Path) -> dict[str, Any]:
         return {"pretrained": _pretrain(task, "flow-bc", tmp)}
     if algo == "vla-reinflow":
         return {"pretrained": _pretrain(task, "vla-bc", tmp)}
+    if algo == "distillation":
+        return {"teacher_checkpoint": _teacher(task, tmp)}
+    if algo == "dsrl":
+        return {"pretrained": _pretrain(task, "flow-bc" if (task, "flow-bc") in PAIRS else "vla-bc", tmp)}
     return {}
+
+
+def _teacher(task: str, tmp: Path) -> str:
+    """One PPO iteration on the groups the task's distillation recipe expects its teacher to read."""
+    groups = ",".join(agent_cfg(task, "distillation").teacher.actor_obs_groups)
+    overrides = [*_overrides(task, "ppo"), f"--agent.policy.actor_obs_groups={groups}"]
+    _, ppo = build_run(task, "ppo", overrides, num_envs=NUM_ENVS, max_iterations=1, log_dir=tmp / "teacher")
+    ppo.learn()
+    return str(tmp / "teacher" / "model_1.pt")
 
 
 def _pretrain(task: str, algo: str, tmp: Path) -> str:

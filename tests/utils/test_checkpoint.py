@@ -102,3 +102,21 @@ def test_load_plain_refuses_a_crafted_file_without_a_checkpoint_envelope(tmp_pat
     assert not marker.exists()
     torch.save({"state": {0: {"step": torch.tensor(3.0)}}, "param_groups": [{"lr": 0.1}]}, tmp_path / "ok.pt")
     assert load_plain(tmp_path / "ok.pt")["param_groups"] == [{"lr": 0.1}]
+
+
+def test_a_chain_runner_reads_its_checkpoint_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ReinFlow's load reads the file once, both to recognise a behaviour-cloning checkpoint and to resume."""
+    import rslkit.utils.checkpoint as checkpoint
+    from rslkit.envs import make_env
+    from rslkit.models.flow import FlowPolicyCfg
+    from rslkit.runners.reinflow_runner import ReinFlowRunner, ReinFlowRunnerCfg
+
+    policy = FlowPolicyCfg(horizon=2, num_inference_steps=2, hidden_dim=16, num_blocks=1)
+    cfg = ReinFlowRunnerCfg(policy=policy, num_steps_per_env=4, eval_interval=0, logger=())
+    runner = ReinFlowRunner(make_env("pendulum", num_envs=2, episode_length=8, seed=0), cfg, None)
+    runner.save(tmp_path / "model_0.pt")
+    reads = []
+    read = checkpoint.load_plain
+    monkeypatch.setattr(checkpoint, "load_plain", lambda *a: reads.append(a) or read(*a))
+    runner.load(tmp_path / "model_0.pt")
+    assert len(reads) == 1 and runner.initialized

@@ -9,56 +9,48 @@ to ``--actor.drain_s`` for the learner's acknowledgements) and exits.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 
-from rslkit.deploy.ros2.actor_config import REWARD_KINDS, RobotActorCfg, actor_flag_help
+from rslkit.deploy.ros2.actor_config import RobotActorCfg, actor_flag_help
+from rslkit.utils.config import apply_overrides
 
 
-def _parse(argv: Sequence[str]) -> argparse.Namespace:
+def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The node's own flags, and the ``--actor.*`` overrides (the rest of ``argv``)."""
+    defaults = RobotActorCfg()
+    flags = []
+    for name, text in actor_flag_help().items():
+        default = getattr(defaults, name)
+        flags.append(f"  --actor.{name:<22} {text}" + (f" (default: {default!r})" if default not in ("", None) else ""))
     parser = argparse.ArgumentParser(
         prog="python -m rslkit.deploy.ros2",
         description="Drive a robot from an exported rslkit ONNX policy (ROS 2 parameters after --ros-args; see "
         "docs/ros2.md).",
+        epilog="actor mode (real-world RL; docs/ros2.md), --actor.<field> VALUE:\n" + "\n".join(flags),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--policy", help="the exported .onnx policy (overrides the policy_path parameter)")
     parser.add_argument("--node-name", default="rslkit_policy", help="ROS node name")
-    group = parser.add_argument_group("actor mode (real-world RL; docs/ros2.md)")
-    helps = actor_flag_help()
-    for field in dataclasses.fields(RobotActorCfg):
-        default = field.default if field.default is not dataclasses.MISSING else None
-        kind = type(default) if isinstance(default, (int, float)) else str
-        shown = f" (default: {default!r})" if default not in (None, "") else ""
-        group.add_argument(
-            f"--actor.{field.name}",
-            dest=f"actor_{field.name}",
-            type=kind,
-            default=default,
-            choices=REWARD_KINDS if field.name == "reward" else None,
-            metavar=kind.__name__.upper() if field.name != "reward" else None,
-            help=helps[field.name] + shown,
-        )
-    return parser.parse_args(list(argv))
+    return parser.parse_known_args(list(argv))
 
 
-def robot_actor_cfg(args: argparse.Namespace) -> RobotActorCfg | None:
-    """The actor mode's settings from ``--actor.*`` (None without ``--actor.learner``).
+def robot_actor_cfg(overrides: list[str]) -> RobotActorCfg | None:
+    """The actor mode's settings from the ``--actor.*`` overrides (None without any).
 
     Raises:
-        ValueError: actor flags without ``--actor.learner``, or bad values.
+        ValueError: another flag, actor flags without ``--actor.learner``, or bad values.
     """
-    values = {f.name: getattr(args, f"actor_{f.name}") for f in dataclasses.fields(RobotActorCfg)}
-    if values["learner"] is None:
-        defaults = RobotActorCfg(learner="")
-        changed = [f"--actor.{k}" for k, v in values.items() if k != "learner" and v != getattr(defaults, k)]
-        if changed:
-            raise ValueError(f"{', '.join(changed)} need --actor.learner HOST:PORT (the actor mode is off without).")
+    if not overrides:
         return None
-    cfg = RobotActorCfg(**values)
+    cfg = RobotActorCfg()
+    apply_overrides({"actor": cfg}, overrides)
+    if not cfg.learner:
+        given = sorted({t.split("=")[0] for t in overrides if t.startswith("--actor.")})
+        raise ValueError(f"{', '.join(given)} need --actor.learner HOST:PORT (the actor mode is off without).")
     cfg.validate()
     return cfg
 
@@ -78,9 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    args = _parse(remove_ros_args(["rslkit-ros2", *argv])[1:])
+    args, overrides = _parse(remove_ros_args(["rslkit-ros2", *argv])[1:])
     try:
-        actor = robot_actor_cfg(args)
+        actor = robot_actor_cfg(overrides)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -29,7 +29,6 @@ from rslkit.deploy.ros2.actor_config import RobotActorCfg, schema_json
 from rslkit.deploy.ros2.actor_rewards import RewardSource, make_reward_source
 from rslkit.deploy.ros2.actor_weights import WeightLoader
 from rslkit.deploy.ros2.controller import ControlOutput, Log, PolicyController
-from rslkit.link import transport
 from rslkit.link.client import ActorClient, ClientConfig
 from rslkit.link.episodes import EpisodeNumbers
 from rslkit.link.spool import Spool
@@ -251,8 +250,7 @@ class RobotActor:
         if cfg.task and meta.task != cfg.task:
             raise ValueError(f"The policy was exported from task {meta.task!r}, not {cfg.task!r} (--actor.task).")
         self.schema = check_schema(TransitionSchema.from_json(schema_json(cfg, meta)), controller)
-        token = cfg.read_token()
-        tls = transport.ClientTLS.from_files(cfg.tls_ca, cfg.tls_server_name or None) if cfg.tls_ca else None
+        token, tls = cfg.read_token(), cfg.client_tls()
         self.spool = Spool(cfg.spool_dir, cfg.id, self.schema)
         self.client: ActorClient | None = None
         try:
@@ -262,7 +260,10 @@ class RobotActor:
             # chunk_steps anyway, and fewer wake-ups of the network thread leave the control thread the CPU and GIL
             heartbeat = min(0.5, cfg.dead_after_s / 3)
             config = ClientConfig(heartbeat_s=heartbeat, dead_after_s=cfg.dead_after_s, poll_s=min(0.05, heartbeat))
-            self.client = ActorClient(cfg.learner, cfg.id, self.spool, token=token, tls=tls, config=config)
+            self.client = ActorClient(
+                cfg.learner, cfg.id, self.spool, token=token, tls=tls, config=config,
+                allow_insecure_remote=cfg.allow_insecure_remote,
+            )  # fmt: skip
             self.loader = WeightLoader(self.client.latest_weights, meta, cfg.task, intra_op_threads, poll_s=0.1)
             self.mode = ActorMode(
                 controller,

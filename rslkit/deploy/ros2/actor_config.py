@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from rslkit.deploy.metadata import PolicyMetadata
-from rslkit.link.transport import TOKEN_ENV, read_token_file
+from rslkit.link.transport import ActorLinkCfg
 
 RewardKind = Literal["topic", "json", "plugin", "none"]
 REWARD_KINDS: tuple[str, ...] = ("topic", "json", "plugin", "none")
@@ -18,27 +17,20 @@ MAX_BATCH_STEPS = 1000
 
 
 @dataclass
-class RobotActorCfg:
+class RobotActorCfg(ActorLinkCfg):
     """The actor mode of the ROS 2 node: record every control tick as a transition and stream it to a learner.
 
-    Each flag is ``--actor.<field>``; ``learner`` turns the mode on.
+    Each flag is ``--actor.<field>``, the connection's (:class:`~rslkit.link.transport.ActorLinkCfg`: ``learner``,
+    ``id``, ``token_file``, ``tls_ca`` ...) as for every actor; ``--actor.learner`` turns the mode on.
     """
 
-    learner: str
-    """The learner's ``HOST:PORT`` (a host other than loopback needs ``tls_ca``)."""
-    id: str = "actor-0"
-    """This actor's id (1-64 of ``[A-Za-z0-9_.-]``); one per robot."""
+    learner: str = ""
+    """The learner's ``HOST:PORT`` (a host other than loopback needs ``tls_ca``); empty: the actor mode is off."""
     spool: str = ""
     """Spool directory (empty: ``spool/<id>``); transitions wait here until the learner acknowledges them."""
     token: str = ""
     """The learner's token (prefer ``token_file`` or the ``RSLKIT_TOKEN`` environment variable: a flag shows in the
     process list)."""
-    token_file: str = ""
-    """A file holding the token."""
-    tls_ca: str = ""
-    """The CA certificate (PEM) the learner's certificate is checked against; empty: plain text (loopback only)."""
-    tls_server_name: str = ""
-    """The name the learner's certificate carries, when ``learner`` is an address it does not name."""
     task: str = ""
     """The task every policy must be exported from (its metadata's ``task``); empty: not checked."""
     schema: str = ""
@@ -100,9 +92,7 @@ class RobotActorCfg:
 
     def read_token(self) -> str | None:
         """The token from ``token``, ``token_file`` or the secret ``RSLKIT_TOKEN`` (None: the learner has none)."""
-        if self.token_file:
-            return read_token_file(self.token_file, "--actor.token_file")
-        return self.token or os.environ.get(TOKEN_ENV) or None
+        return self.token or super().read_token()
 
 
 def schema_json(cfg: RobotActorCfg, meta: PolicyMetadata) -> dict[str, Any]:
@@ -127,6 +117,7 @@ def actor_flag_help() -> dict[str, str]:
         "token_file": "a file holding the learner's token",
         "tls_ca": "CA certificate (PEM) of the learner; empty: plain text, loopback only",
         "tls_server_name": "the name in the learner's certificate, when the address is not in it",
+        "allow_insecure_remote": "dial a non-loopback learner in plain text (a network you trust)",
         "task": "refuse policies exported from another task",
         "schema": "TransitionSchema JSON file (default: from the policy's inputs)",
         "chunk_steps": "spool every K transitions (0: per episode; at most 1000 per batch)",

@@ -6,7 +6,8 @@ by name (``--sim``).
 """
 
 from rslkit.envs.mujoco.backend import MujocoBackend, MujocoBackendCfg
-from rslkit.envs.mujoco.factory import SIM_BACKENDS, PhysicsBackend, make_backend
+from rslkit.envs.mujoco.backend_checks import PhysicsBackend
+from rslkit.envs.mujoco.factory import SIM_BACKENDS, make_backend
 from rslkit.envs.mujoco.models import ModelNotFoundError, load_so101, so101_model_dir
 from rslkit.envs.mujoco.warp_backend import WarpBackend, WarpBackendCfg
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from mujoco import batch as mj_batch
 
-from rslkit.envs.mujoco.backend_checks import ModelSizes, acc_sensor_columns, check_controls, sensor_columns
+from rslkit.envs.mujoco.backend_checks import PhysicsBackend, acc_sensor_columns
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -44,7 +44,7 @@ class MujocoBackendCfg:
     """Physics substeps (``mj_step`` calls) per control step."""
 
 
-class MujocoBackend(ModelSizes):
+class MujocoBackend(PhysicsBackend):
     """``num_envs`` simulations of ``model``, stepped together.
 
     Tensors (float64, CPU; the task casts and moves them):
@@ -59,10 +59,7 @@ class MujocoBackend(ModelSizes):
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, cfg: MujocoBackendCfg | None = None) -> None:
         cfg = cfg or MujocoBackendCfg()
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
-        if cfg.decimation < 1:
-            raise ValueError(f"decimation must be >= 1 physics substep per control step, got {cfg.decimation}.")
+        self._check_sizes(num_envs, cfg.decimation)
         if cfg.sim_threads < 0:
             raise ValueError(f"sim_threads must be >= 0 (0: all cores), got {cfg.sim_threads}.")
         self.cfg = cfg
@@ -77,7 +74,7 @@ class MujocoBackend(ModelSizes):
         self._acc_cols = acc_sensor_columns(model)
         self._acc_own = np.zeros((num_envs, self._acc_cols.size))
         """Each env's acceleration-stage sensor values (see the module docstring)."""
-        self.state = torch.from_numpy(self.batch.state)
+        self._state = torch.from_numpy(self.batch.state)
         self.qpos = torch.from_numpy(self.batch.bind("qpos"))
         self.qvel = torch.from_numpy(self.batch.bind("qvel"))
         self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
@@ -115,22 +112,6 @@ class MujocoBackend(ModelSizes):
         self._run(lambda: self.batch.reset(ids, stage=stage))
         self._acc_own[slice(None) if ids is None else ids] = 0.0
 
-    def set_joint_state(
-        self,
-        env_ids: torch.Tensor,
-        qpos: torch.Tensor,
-        qvel: torch.Tensor | None = None,
-        ctrl: torch.Tensor | None = None,
-    ) -> None:
-        """Reset ``env_ids`` ``[K]`` to ``qpos [K, nq]`` (and ``qvel [K, nv]``, ``ctrl [K, nu]``; zero if None)."""
-        self.reset(env_ids, forward=False)
-        self.qpos[env_ids] = qpos.to(self.qpos)
-        if qvel is not None:
-            self.qvel[env_ids] = qvel.to(self.qvel)
-        if ctrl is not None:
-            self.ctrl[env_ids] = ctrl.to(self.ctrl)
-        self.forward(env_ids)
-
     # ----------------------------------------------------------------- derived fields
     def xpos(self) -> torch.Tensor:
         """Body positions in the world frame ``[N, nbody, 3]`` (a copy)."""
@@ -150,33 +131,16 @@ class MujocoBackend(ModelSizes):
         values[:, self._acc_cols] = self._acc_own
         return torch.from_numpy(values)
 
-    def sensor_slice(self, name: str) -> slice:
-        """Columns of sensor ``name`` in :meth:`sensordata`."""
-        return sensor_columns(self.model, name)
-
-    # ----------------------------------------------------------------- state for checkpoints
-    def get_state(self) -> torch.Tensor:
-        """Copy of the full integration state ``[N, nstate]`` (``mjSTATE_INTEGRATION`` rows, warm start included)."""
-        return self.state.clone()
-
-    def set_state(self, state: torch.Tensor) -> None:
-        """Restore rows saved by :meth:`get_state` and recompute derived fields."""
-        if tuple(state.shape) != tuple(self.state.shape):
-            raise ValueError(
-                f"Saved MuJoCo state has shape {list(state.shape)}, this backend {list(self.state.shape)}; resume "
-                "with the same model and num_envs."
-            )
-        self.state.copy_(state)
-        self.forward()
+    @property
+    def state(self) -> torch.Tensor:
+        """MuJoCo's ``mjSTATE_INTEGRATION`` rows ``[N, nstate]`` (a live view: writes become the simulations')."""
+        return self._state
 
     def close(self) -> None:
         """Release the thread pool and buffers."""
         self.batch = None  # type: ignore[assignment]
 
     # ----------------------------------------------------------------- helpers
-    def _check_ctrl(self, ctrl: torch.Tensor) -> None:
-        check_controls(ctrl, self.num_envs, self.nu, "MujocoBackend")
-
     def _keep_acc_sensors(self, ids: np.ndarray | None) -> None:
         """Remember the acceleration-stage sensors that the last step computed for ``ids`` (all if None)."""
         rows = slice(None) if ids is None else ids

@@ -3,56 +3,15 @@
 from __future__ import annotations
 
 import difflib
-from typing import Protocol
 
 import mujoco
 import torch
 
 from rslkit.envs.mujoco.backend import MujocoBackend, MujocoBackendCfg
+from rslkit.envs.mujoco.backend_checks import PhysicsBackend
 
 SIM_BACKENDS = ("mujoco", "warp")
 """Names accepted by :func:`make_backend`."""
-
-
-class PhysicsBackend(Protocol):
-    """What a MuJoCo task may use of its backend (:class:`MujocoBackend`, :class:`WarpBackend`).
-
-    ``qpos [N, nq]``, ``qvel [N, nv]``, ``ctrl [N, nu]`` and ``state [N, nstate]`` are writable tensors (float64 on
-    the CPU for ``mujoco``, float32 on the backend's device for ``warp``): tasks cast what they read with
-    ``.to(device, torch.float32)`` and write with ``.to(backend.qpos)``.
-    """
-
-    model: mujoco.MjModel
-    num_envs: int
-    qpos: torch.Tensor
-    qvel: torch.Tensor
-    ctrl: torch.Tensor
-
-    @property
-    def state(self) -> torch.Tensor: ...
-    @property
-    def nq(self) -> int: ...
-    @property
-    def nv(self) -> int: ...
-    @property
-    def nu(self) -> int: ...
-    def step(self, ctrl: torch.Tensor) -> None: ...
-    def forward(self, env_ids: torch.Tensor | None = None) -> None: ...
-    def reset(self, env_ids: torch.Tensor | None = None, forward: bool = True) -> None: ...
-    def set_joint_state(
-        self,
-        env_ids: torch.Tensor,
-        qpos: torch.Tensor,
-        qvel: torch.Tensor | None = None,
-        ctrl: torch.Tensor | None = None,
-    ) -> None: ...
-    def xpos(self) -> torch.Tensor: ...
-    def site_xpos(self) -> torch.Tensor: ...
-    def sensordata(self) -> torch.Tensor: ...
-    def sensor_slice(self, name: str) -> slice: ...
-    def get_state(self) -> torch.Tensor: ...
-    def set_state(self, state: torch.Tensor) -> None: ...
-    def close(self) -> None: ...
 
 
 def make_backend(

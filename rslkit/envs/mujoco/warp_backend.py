@@ -30,7 +30,7 @@ import mujoco
 import torch
 
 from rslkit.envs.mujoco.backend import MujocoBackendCfg
-from rslkit.envs.mujoco.backend_checks import ModelSizes, acc_sensor_columns, check_controls, sensor_columns
+from rslkit.envs.mujoco.backend_checks import PhysicsBackend, acc_sensor_columns
 
 _INSTALL_HINT = "install MuJoCo Warp with `pip install -e '.[warp]'` (mujoco-warp, warp-lang)"
 _STATE_SIG = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -90,7 +90,7 @@ _SET_CONST_OUTPUTS = (
 )
 
 
-class WarpBackend(ModelSizes):
+class WarpBackend(PhysicsBackend):
     """``num_envs`` simulations of ``model`` in MuJoCo Warp, on ``device`` (``cpu`` or ``cuda[:i]``).
 
     Tensors (float32, on ``device``):
@@ -113,10 +113,7 @@ class WarpBackend(ModelSizes):
         device: str | torch.device = "cpu",
     ) -> None:
         cfg = cfg or WarpBackendCfg()
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
-        if cfg.decimation < 1:
-            raise ValueError(f"decimation must be >= 1 physics substep per control step, got {cfg.decimation}.")
+        self._check_sizes(num_envs, cfg.decimation)
         wp, mjw = import_warp(quiet=not cfg.verbose)
         self._wp, self._mjw = wp, mjw
         wp.init()
@@ -230,23 +227,6 @@ class WarpBackend(ModelSizes):
             self._stage_vel()
         self._refresh_state()
 
-    def set_joint_state(
-        self,
-        env_ids: torch.Tensor,
-        qpos: torch.Tensor,
-        qvel: torch.Tensor | None = None,
-        ctrl: torch.Tensor | None = None,
-    ) -> None:
-        """Reset ``env_ids`` ``[K]`` to ``qpos [K, nq]`` (and ``qvel [K, nv]``, ``ctrl [K, nu]``; zero if None)."""
-        ids = env_ids.to(self.device)
-        self.reset(ids, forward=False)
-        self.qpos[ids] = qpos.to(self.qpos)
-        if qvel is not None:
-            self.qvel[ids] = qvel.to(self.qvel)
-        if ctrl is not None:
-            self.ctrl[ids] = ctrl.to(self.ctrl)
-        self.forward(ids)
-
     # ----------------------------------------------------------------- derived fields
     def xpos(self) -> torch.Tensor:
         """Body positions in the world frame ``[N, nbody, 3]`` (a copy)."""
@@ -259,10 +239,6 @@ class WarpBackend(ModelSizes):
     def sensordata(self) -> torch.Tensor:
         """All sensor values ``[N, nsensordata]`` (a copy); slice one with :meth:`sensor_slice`."""
         return self._sensordata.clone()
-
-    def sensor_slice(self, name: str) -> slice:
-        """Columns of sensor ``name`` in :meth:`sensordata`."""
-        return sensor_columns(self.model, name)
 
     # ----------------------------------------------------------------- per-env model fields (randomization)
     def expand_model_field(self, name: str) -> torch.Tensor:
@@ -316,24 +292,6 @@ class WarpBackend(ModelSizes):
         self._refresh_state()
         return self._state
 
-    def get_state(self) -> torch.Tensor:
-        """Copy of the full integration state ``[N, nstate]`` (``mjSTATE_INTEGRATION`` rows, warm start included).
-
-        The layout is C MuJoCo's, so states move between the ``mujoco`` and ``warp`` backends (cast to float64 /
-        float32 on the way).
-        """
-        return self.state.clone()
-
-    def set_state(self, state: torch.Tensor) -> None:
-        """Restore rows saved by :meth:`get_state` (of either backend) and recompute derived fields."""
-        if tuple(state.shape) != tuple(self._state.shape):
-            raise ValueError(
-                f"Saved MuJoCo state has shape {list(state.shape)}, this backend {list(self._state.shape)}; resume "
-                "with the same model and num_envs."
-            )
-        self._state.copy_(state)
-        self.forward()
-
     def close(self) -> None:
         """Drop the CUDA graph and device arrays."""
         self._graph = None
@@ -371,9 +329,6 @@ class WarpBackend(ModelSizes):
         if self._state._version != self._state_seen:
             self._call(lambda: self._mjw.set_state(self._m, self._d, self._state_wp, _STATE_SIG))
             self._state_seen = self._state._version
-
-    def _check_ctrl(self, ctrl: torch.Tensor) -> None:
-        check_controls(ctrl, self.num_envs, self.nu, "WarpBackend")
 
     def _check_step(self) -> None:
         """Put envs that diverged or overflowed back to their state before the step, then raise naming them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -14,10 +15,17 @@ from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.tasks import go2_rewards as rw
 from rslkit.envs.torch_task import TaskCfg, TorchTask
 
+if TYPE_CHECKING:
+    import mujoco
+
+    from rslkit.envs.mujoco.go2 import Go2ModelCfg
+
 NUM_JOINTS = 12
 LEGS = ("FL", "FR", "RL", "RR")
 HOME = (0.0, 0.9, -1.8) * 4
 """Standing joint targets (per leg: hip, thigh, calf; the model's ``home`` keyframe), radians."""
+SPAWN_HEIGHT = 0.30
+"""Trunk height above the ground at a reset (metres; it settles to ~0.27 standing)."""
 
 
 @dataclass
@@ -113,7 +121,7 @@ class Go2FlatTask(TorchTask):
     def __init__(self, cfg: Go2FlatCfg, device: str | torch.device = "cpu") -> None:
         from rslkit.envs.mujoco.backend import MujocoBackendCfg
         from rslkit.envs.mujoco.factory import make_backend
-        from rslkit.envs.mujoco.go2 import Go2ModelCfg, load_go2
+        from rslkit.envs.mujoco.go2 import Go2ModelCfg
 
         super().__init__(cfg, num_actions=NUM_JOINTS, device=device)
         self.action_space = gym.spaces.Box(-cfg.action_clip, cfg.action_clip, (NUM_JOINTS,), np.float32)
@@ -121,7 +129,7 @@ class Go2FlatTask(TorchTask):
         self.action_names = [f"{j}.position_offset" for j in self.joint_names]
         self.observation_names = self._observation_names()
         model_cfg = Go2ModelCfg(timestep=cfg.timestep, kp=cfg.kp, kd=cfg.kd, joint_frictionloss=cfg.joint_frictionloss)
-        self.model = load_go2(model_cfg)
+        self.model = self._model_spec(model_cfg).compile()
         backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
         self.backend = make_backend(self.model, self.num_envs, backend_cfg, sim=cfg.sim, device=device)
         self.dt = cfg.timestep * cfg.decimation
@@ -149,6 +157,12 @@ class Go2FlatTask(TorchTask):
         """Sensor readings ``[N, nsensordata]`` (float32) after the last step or reset."""
         self._randomize_model = self._model_randomizer()
         self._reset_all()
+
+    def _model_spec(self, model_cfg: Go2ModelCfg) -> mujoco.MjSpec:
+        """The robot and its ground as an ``MjSpec`` (flat: :func:`~rslkit.envs.mujoco.go2.go2_spec`'s floor plane)."""
+        from rslkit.envs.mujoco.go2 import go2_spec
+
+        return go2_spec(model_cfg)
 
     # ----------------------------------------------------------------- state
     def _state_tensors(self) -> dict[str, torch.Tensor]:
@@ -242,13 +256,14 @@ class Go2FlatTask(TorchTask):
 
     def render_frame(self, env_id: int = 0, width: int = 320, height: int = 240) -> np.ndarray:
         """RGB image ``[height, width, 3]`` of env ``env_id`` from a camera following the trunk."""
-        from rslkit.envs.mujoco.go2 import Go2ModelCfg, load_go2
+        from rslkit.envs.mujoco.go2 import Go2ModelCfg
         from rslkit.envs.mujoco.render import BackendRenderer
 
         renderer = getattr(self, "_renderer", None)
         if renderer is None or renderer.size != (width, height):
             c = self.cfg
-            visual = load_go2(Go2ModelCfg(timestep=c.timestep, joint_frictionloss=c.joint_frictionloss, visual=True))
+            visual_cfg = Go2ModelCfg(timestep=c.timestep, joint_frictionloss=c.joint_frictionloss, visual=True)
+            visual = self._model_spec(visual_cfg).compile()
             renderer = self._renderer = BackendRenderer(visual, self.backend, width, height, camera="track")
         return renderer.render(env_id)
 
@@ -268,7 +283,7 @@ class Go2FlatTask(TorchTask):
         self.added_mass[env_ids] = self.rand(k, low=c.added_mass_range[0], high=c.added_mass_range[1])
         self._randomize_model(env_ids, self.friction, self.added_mass)
         qpos = torch.zeros(k, 7 + NUM_JOINTS, device=self.device)
-        qpos[:, 2] = 0.30
+        qpos[:, :3] = self._spawn_positions(env_ids)
         qpos[:, 3:7] = rw.yaw_quat(self.rand(k, low=-math.pi, high=math.pi))
         joints = self.home + self.rand(k, NUM_JOINTS, low=-c.init_joint_noise, high=c.init_joint_noise)
         qpos[:, 7:] = joints
@@ -280,6 +295,12 @@ class Go2FlatTask(TorchTask):
         self.last_contacts[env_ids] = False
         self._refresh()
         self._prev_joint_vel[env_ids] = self.joint_vel[env_ids]
+
+    def _spawn_positions(self, env_ids: torch.Tensor) -> torch.Tensor:
+        """World positions ``[K, 3]`` of the trunks of ``env_ids`` at a reset (flat: 0.30 m above the origin)."""
+        spawn = torch.zeros(env_ids.numel(), 3, device=self.device)
+        spawn[:, 2] = SPAWN_HEIGHT
+        return spawn
 
     # ----------------------------------------------------------------- stepping
     def _pre_step(self) -> None:
@@ -336,7 +357,9 @@ class Go2FlatTask(TorchTask):
         critic = lin_vel + proprio + [f"foot_contact.{leg}" for leg in LEGS] + ["base_height", "friction", "added_mass"]
         return {"policy": policy, "critic": critic}
 
-    def _observations(self) -> TensorDict:
+    def _proprioception(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(lin_vel [N, 3], proprio [N, 45])``, noiseless and scaled: base linear velocity x2 and the other
+        proprioceptive terms (angular velocity, gravity, command, joints, last action) of :meth:`_observations`."""
         cmd_scale = torch.tensor([2.0, 2.0, 0.25], device=self.device)
         proprio = torch.cat(
             (
@@ -349,13 +372,25 @@ class Go2FlatTask(TorchTask):
             ),
             -1,
         )
-        lin_vel = 2.0 * self.lin_vel
+        return 2.0 * self.lin_vel, proprio
+
+    def _with_noise(self, obs: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """``obs [N, D]`` plus uniform noise in ``+-scale [D]`` (none when ``noise_level`` is 0)."""
+        if self.cfg.noise_level <= 0:
+            return obs
+        return obs + scale * (2.0 * self.rand(*obs.shape) - 1.0)
+
+    def _observation_groups(self) -> dict[str, torch.Tensor]:
+        """The ``policy`` (noisy) and ``critic`` (noiseless, privileged) groups, ``{name: [N, D]}``."""
+        lin_vel, proprio = self._proprioception()
         policy = torch.cat((lin_vel, proprio), -1) if self.cfg.policy_lin_vel else proprio
-        if self.cfg.noise_level > 0:
-            policy = policy + self._noise_scale * (2.0 * self.rand(*policy.shape) - 1.0)
         privileged = torch.stack((self.base_height, self.friction, self.added_mass), -1)
         critic = torch.cat((lin_vel, proprio, self.foot_contacts.float(), privileged), -1)
-        return TensorDict({"policy": policy, "critic": critic}, batch_size=[self.num_envs], device=self.device)
+        return {"policy": self._with_noise(policy, self._noise_scale), "critic": critic}
+
+    def _observations(self) -> TensorDict:
+        groups = self._observation_groups()
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     # ----------------------------------------------------------------- rewards
     def _reward_terms(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:

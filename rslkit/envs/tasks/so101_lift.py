@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -15,35 +14,13 @@ from rslkit.envs.camera_cfg import CameraTaskCfg
 from rslkit.envs.columns import Columns
 from rslkit.envs.expert import GoalDistance, Observation
 from rslkit.envs.task_spec import TaskSpec
+from rslkit.envs.tasks.so101_arm import ARM_JOINTS, GRIPPER, SO101ArmTask, import_mujoco
 from rslkit.envs.tasks.so101_lift_expert import SO101LiftExpert
-from rslkit.envs.torch_task import TorchTask
 
-if TYPE_CHECKING:
-    from rslkit.envs.mujoco.cameras import CameraRenderer
-    from rslkit.envs.mujoco.render import BackendRenderer
-
-# Kept here so that importing this module (which defines the task) needs no MuJoCo.
-ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
-GRIPPER = "gripper"
 CAMERAS = ("front", "wrist", "table")
 """Cameras ``--env.cameras`` may name (``rslkit.envs.mujoco.models.add_so101_cameras``)."""
 CUBE_HALF_SIZE = 0.02
 """Half edge of the pick scene's cube (metres): resting on the floor its centre is this high."""
-
-
-def _import_mujoco():
-    """MuJoCo, the model loader and the backend factory, imported when a task is built."""
-    try:
-        import mujoco
-
-        from rslkit.envs.mujoco import models
-        from rslkit.envs.mujoco.backend import MujocoBackendCfg
-        from rslkit.envs.mujoco.factory import make_backend
-    except ImportError as err:
-        raise ImportError(
-            f"so101-lift needs MuJoCo >= 4.0 ({err}); install it with `pip install -e '.[mujoco]'`."
-        ) from err
-    return mujoco, models, MujocoBackendCfg, make_backend
 
 
 @dataclass
@@ -104,7 +81,7 @@ class SO101LiftCfg(CameraTaskCfg):
     """``-w * |qd_arm|^2`` (rad/s)."""
 
 
-class SO101LiftTask(TorchTask):
+class SO101LiftTask(SO101ArmTask):
     """Grasp the cube in front of the SO-101 and lift it by ``lift_height``.
 
     Actions ``[N, 6]`` in ``[-1, 1]`` (clipped): the first five set absolute position targets of the arm joints
@@ -132,45 +109,28 @@ class SO101LiftTask(TorchTask):
             raise ValueError(f"Need 0 <= lift_min < lift_height (metres), got {cfg.lift_min} and {cfg.lift_height}.")
         if not (cfg.cube_x[0] <= cfg.cube_x[1] and cfg.cube_y[0] <= cfg.cube_y[1]):
             raise ValueError(f"cube_x and cube_y must be (low, high) ranges, got {cfg.cube_x} and {cfg.cube_y}.")
-        mujoco, models, MujocoBackendCfg, make_backend = _import_mujoco()
+        mujoco = import_mujoco("so101-lift")
+        from rslkit.envs.mujoco import models
+
         super().__init__(cfg, num_actions=len(ARM_JOINTS) + 1, device=device)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (self.num_actions,), np.float32)
         model = models.load_so101_lift()
-        backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
-        self.backend = make_backend(model, self.num_envs, backend_cfg, sim=cfg.sim, device=self.device)
-        self.step_dt = cfg.decimation * float(model.opt.timestep)
-        """Simulated seconds per :meth:`step`."""
-        self._renderer: BackendRenderer | None = None
+        self._build_arm(model, (*ARM_JOINTS, GRIPPER), cfg.sim, cfg.sim_threads, cfg.decimation)
 
         def obj(kind, name: str) -> int:
             return int(mujoco.mj_name2id(model, kind, name))
 
-        # Joint and control constants live where the backend keeps its tensors (CPU, or the GPU for --sim warp).
-        sim_device = self.backend.qpos.device
-        act_ids = [obj(mujoco.mjtObj.mjOBJ_ACTUATOR, j) for j in (*ARM_JOINTS, GRIPPER)]
-        self._act = torch.tensor(act_ids, device=sim_device)
-        qpos_ids = [int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in act_ids]
-        self._qpos_ids = torch.tensor(qpos_ids, device=sim_device)
-        dof_ids = [int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in act_ids]
-        self._dof_ids = torch.tensor(dof_ids, device=sim_device)
         cube_joint = int(model.body_jntadr[obj(mujoco.mjtObj.mjOBJ_BODY, models.SO101_CUBE)])
         self._cube_qpos = int(model.jnt_qposadr[cube_joint])
         self._tip_sites = [obj(mujoco.mjtObj.mjOBJ_SITE, s) for s in models.SO101_JAW_TIPS]
         self._touch_cols = [self.backend.sensor_slice(s).start for s in models.SO101_JAW_SENSORS]
-        ctrl_range = torch.as_tensor(model.actuator_ctrlrange, dtype=torch.float64, device=sim_device)
-        self._ctrl_low, self._ctrl_high = ctrl_range[:, 0], ctrl_range[:, 1]
-        self._ctrl_mid = 0.5 * (self._ctrl_low + self._ctrl_high)
-        self._ctrl_half = 0.5 * (self._ctrl_high - self._ctrl_low)
-        self._qpos0 = torch.as_tensor(model.qpos0, dtype=torch.float64, device=sim_device)
+        self._qpos0 = torch.as_tensor(model.qpos0, dtype=torch.float64, device=self.backend.qpos.device)
         n = self.num_envs
         self.cube_start = torch.zeros(n, 3, device=self.device)
         self.cube_pos = torch.zeros(n, 3, device=self.device)
         self.cube_quat = torch.zeros(n, 4, device=self.device)
         self.grasp_point = torch.zeros(n, 3, device=self.device)
         self.touch = torch.zeros(n, 2, device=self.device)
-        self.last_action = torch.zeros(n, self.num_actions, device=self.device)
-        self._prev_action = self.last_action.clone()
-        self._cameras: CameraRenderer | None = None
         if cfg.cameras:
             from rslkit.envs.mujoco.cameras import task_cameras
 
@@ -182,17 +142,6 @@ class SO101LiftTask(TorchTask):
     # ----------------------------------------------------------------- state
     def _state_tensors(self) -> dict[str, torch.Tensor]:
         return {"physics": self.backend.state, "cube_start": self.cube_start, "last_action": self.last_action}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore a state saved by :meth:`state_dict`, MuJoCo's integration state included (exact resume)."""
-        super().load_state_dict(state)
-        self.backend.forward()
-        self._refresh()
-
-    def _after_state_rows_written(self, env_ids: torch.Tensor) -> None:
-        """After :meth:`start_episode_from`: derived MuJoCo fields of ``env_ids``, then the task's cached reads."""
-        self.backend.forward(env_ids.cpu())
-        self._refresh()
 
     def _refresh(self) -> None:
         """Read the cube, fingertips and contacts of every env from the backend."""
@@ -230,20 +179,14 @@ class SO101LiftTask(TorchTask):
         return self.rand(n, d, low=low, high=high).to(self._qpos0)
 
     # ----------------------------------------------------------------- stepping
-    def _pre_step(self) -> None:
-        self._prev_action.copy_(self.last_action)
-
     def _apply_actions(self, actions: torch.Tensor) -> None:
         a = actions.clamp(-1.0, 1.0)
         a64 = a.detach().to(self._ctrl_mid)
         arm = self._act[:-1]
-        ctrl = self.backend.ctrl.to(self._ctrl_mid, copy=True)  # float64 (warp: a float32 view)
+        ctrl = self._controls()
         ctrl[:, arm] = self._ctrl_mid[arm] + a64[:, :-1] * self._ctrl_half[arm]
         ctrl[:, self._act[-1]] = torch.where(a64[:, -1] > 0, self.cfg.gripper_open, self.cfg.gripper_closed)
-        ctrl = torch.minimum(torch.maximum(ctrl, self._ctrl_low), self._ctrl_high)
-        self.backend.step(ctrl)
-        self.last_action = a.detach().clone()
-        self._refresh()
+        self._step_controls(ctrl, a)
 
     def joint_ranges(self) -> tuple[list[float], list[float]]:
         """Lower and upper limits of :attr:`joint_names` (radians): the ranges that map the observed positions (the
@@ -284,9 +227,7 @@ class SO101LiftTask(TorchTask):
     }
 
     def _observations(self) -> TensorDict:
-        q = self.backend.qpos[:, self._qpos_ids]
-        q_norm = ((q - self._ctrl_mid[self._act]) / self._ctrl_half[self._act]).to(self.device, torch.float32)
-        qd = (0.1 * self.backend.qvel[:, self._dof_ids]).to(self.device, torch.float32)
+        q_norm, qd = self._joint_observations()
         rel = self.cube_pos - self.grasp_point
         parts = (q_norm, qd, self.grasp_point, self.cube_pos, rel, self.cube_quat, self.touch, self.last_action)
         groups = {"policy": torch.cat(parts, -1), **(self._cameras.render() if self._cameras is not None else {})}
@@ -324,23 +265,10 @@ class SO101LiftTask(TorchTask):
         The first call builds an offscreen renderer (see :mod:`rslkit.envs.mujoco.render` for the GL set-up).
         """
         from rslkit.envs.mujoco.models import load_so101_lift
-        from rslkit.envs.mujoco.render import BackendRenderer, CameraPose
+        from rslkit.envs.mujoco.render import CameraPose
 
-        if self._renderer is None or self._renderer.size != (width, height):
-            if self._renderer is not None:
-                self._renderer.close()
-            visual = load_so101_lift(visual=True)
-            camera = CameraPose(lookat=(0.2, 0.0, 0.08), distance=0.65, azimuth=140.0, elevation=-25.0)
-            self._renderer = BackendRenderer(visual, self.backend, width, height, camera=camera)
-        return self._renderer.render(env_id)
-
-    def close(self) -> None:
-        """Release the renderers (cameras, ``render_frame``; their GL contexts) and the physics."""
-        for renderer in (self._cameras, self._renderer):
-            if renderer is not None:
-                renderer.close()
-        self._cameras = self._renderer = None
-        self.backend.close()
+        camera = CameraPose(lookat=(0.2, 0.0, 0.08), distance=0.65, azimuth=140.0, elevation=-25.0)
+        return self._render(env_id, (width, height), lambda: load_so101_lift(visual=True), camera)
 
 
 POLICY = Columns(SO101LiftTask.observation_names["policy"])

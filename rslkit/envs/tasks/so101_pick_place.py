@@ -16,7 +16,8 @@ from tensordict import TensorDict
 from rslkit.envs.columns import Columns
 from rslkit.envs.expert import GoalDistance, Observation
 from rslkit.envs.task_spec import TaskSpec
-from rslkit.envs.tasks.so101_lift import ARM_JOINTS, CUBE_HALF_SIZE, GRIPPER, SO101LiftCfg, SO101LiftTask
+from rslkit.envs.tasks.so101_arm import ARM_JOINTS, GRIPPER
+from rslkit.envs.tasks.so101_lift import CUBE_HALF_SIZE, SO101LiftCfg, SO101LiftTask
 from rslkit.envs.tasks.so101_pick_place_expert import SO101PickPlaceExpert
 from rslkit.utils.validation import expect, finite, validate
 

@@ -15,32 +15,13 @@ from rslkit.envs.columns import Columns
 from rslkit.envs.expert import GoalDistance, Observation, batched
 from rslkit.envs.task_spec import TaskSpec
 from rslkit.envs.tasks.arm_kinematics import ArmKinematics
-from rslkit.envs.torch_task import TorchTask
+from rslkit.envs.tasks.so101_arm import ARM_JOINTS, SO101ArmTask, import_mujoco
 
 if TYPE_CHECKING:
     from rslkit.envs.mujoco.cameras import CameraRenderer
-    from rslkit.envs.mujoco.render import BackendRenderer
 
-# The five arm joints the policy drives (the gripper is held still); kept here so that importing this module
-# (which registers the task) needs no MuJoCo.
-ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 CAMERAS = ("front", "wrist")
 """Cameras ``--env.cameras`` may name (``rslkit.envs.mujoco.models.add_so101_cameras``)."""
-
-
-def _import_mujoco():
-    """MuJoCo and the backend, imported when a task is built (registration must work without MuJoCo)."""
-    try:
-        import mujoco
-
-        from rslkit.envs.mujoco.backend import MujocoBackend, MujocoBackendCfg
-        from rslkit.envs.mujoco.factory import make_backend
-        from rslkit.envs.mujoco.models import SO101_EE_SITE, load_so101
-    except ImportError as err:
-        raise ImportError(
-            f"so101-reach needs MuJoCo >= 4.0 ({err}); install it with `pip install -e '.[mujoco]'`."
-        ) from err
-    return mujoco, MujocoBackend, MujocoBackendCfg, make_backend, SO101_EE_SITE, load_so101
 
 
 @dataclass
@@ -83,7 +64,7 @@ class SO101ReachCfg(CameraTaskCfg):
     """``-w * |a_t - a_{t-1}|^2``."""
 
 
-class SO101ReachTask(TorchTask):
+class SO101ReachTask(SO101ArmTask):
     """Move the SO-101 gripper frame to a random target resampled every episode.
 
     Actions ``[N, 5]`` in ``[-1, 1]`` (clipped) set position targets of the five arm joints (shoulder pan, shoulder
@@ -104,38 +85,22 @@ class SO101ReachTask(TorchTask):
     def __init__(self, cfg: SO101ReachCfg, device: str | torch.device = "cpu") -> None:
         if cfg.action_mode not in ("absolute", "delta"):
             raise ValueError(f"action_mode must be 'absolute' or 'delta', got '{cfg.action_mode}'.")
-        mujoco, MujocoBackend, MujocoBackendCfg, make_backend, ee_site_name, load_so101 = _import_mujoco()
+        mujoco = import_mujoco("so101-reach")
+        from rslkit.envs.mujoco.backend import MujocoBackend, MujocoBackendCfg
+        from rslkit.envs.mujoco.models import SO101_EE_SITE, load_so101
+
         super().__init__(cfg, num_actions=len(ARM_JOINTS), device=device)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (self.num_actions,), np.float32)
         model = load_so101()
-        backend_cfg = MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=cfg.decimation)
-        self.backend = make_backend(model, self.num_envs, backend_cfg, sim=cfg.sim, device=self.device)
+        self._build_arm(model, ARM_JOINTS, cfg.sim, cfg.sim_threads, cfg.decimation)
         # A second batch, never stepped, turns sampled joint targets into reachable end-effector targets. It stays
         # C MuJoCo whatever --sim says: it only runs forward kinematics at resets (microseconds per env on the CPU,
         # no kernels to compile), and float64 kinematics give the same targets on every backend.
         self._probe = MujocoBackend(model, self.num_envs, MujocoBackendCfg(sim_threads=cfg.sim_threads, decimation=1))
-        self._ee_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, ee_site_name)
-        # Joint and control constants live where the backend keeps its tensors (CPU, or the GPU for --sim warp).
-        sim_device = self.backend.qpos.device
-        act_ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, j) for j in ARM_JOINTS]
-        self._arm_act = torch.tensor(act_ids, device=sim_device)
-        qpos_adr = [int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in act_ids]
-        self._arm_qpos = torch.tensor(qpos_adr, device=sim_device)
-        self._arm_dof = torch.tensor(
-            [int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in act_ids], device=sim_device
-        )
-        ctrl_range = torch.as_tensor(model.actuator_ctrlrange, dtype=torch.float64, device=sim_device)
-        self._ctrl_low, self._ctrl_high = ctrl_range[:, 0], ctrl_range[:, 1]
-        self._ctrl_mid = 0.5 * (self._ctrl_low + self._ctrl_high)
-        self._ctrl_half = 0.5 * (self._ctrl_high - self._ctrl_low)
-        self._ctrl = self._ctrl_mid.repeat(self.num_envs, 1)
+        self._ee_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, SO101_EE_SITE)
         self.target = torch.zeros(self.num_envs, 3, device=self.device)
         self.ee_pos = torch.zeros(self.num_envs, 3, device=self.device)
-        self.last_action = torch.zeros(self.num_envs, self.num_actions, device=self.device)
-        self._prev_action = self.last_action.clone()
         self._cameras = self._build_cameras() if cfg.cameras else None
-        self._renderer: BackendRenderer | None = None
-        """``render_frame``'s renderer, built at its first call."""
         self._reset_all()
 
     def _build_cameras(self) -> CameraRenderer:
@@ -151,27 +116,15 @@ class SO101ReachTask(TorchTask):
     def _state_tensors(self) -> dict[str, torch.Tensor]:
         return {"physics": self.backend.state, "target": self.target, "last_action": self.last_action}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore a state saved by :meth:`state_dict`, MuJoCo's integration state included (exact resume)."""
-        super().load_state_dict(state)
-        self.backend.forward()
-        self._refresh()
-
-    def _after_state_rows_written(self, env_ids: torch.Tensor) -> None:
-        """After :meth:`start_episode_from`: derived MuJoCo fields of ``env_ids``, then the task's cached reads."""
-        self.backend.forward(env_ids.cpu())
-        self._refresh()
-
     def _refresh(self) -> None:
         self.ee_pos = self.backend.site_xpos()[:, self._ee_site].to(self.device, torch.float32)
-        self._ctrl = self.backend.ctrl.to(self._ctrl_mid, copy=True)  # float64 (warp: float32 view)
 
     # ----------------------------------------------------------------- resets
     def _sample_joints(self, n: int, fraction: float) -> torch.Tensor:
         """Joint positions ``[n, nq]`` around mid-range: arm joints within ``fraction`` of their half-range."""
         q = self._ctrl_mid.repeat(n, 1)
         u = self.rand(n, self.num_actions, low=-fraction, high=fraction).to(q)
-        q[:, self._arm_act] += u * self._ctrl_half[self._arm_act]
+        q[:, self._act] += u * self._ctrl_half[self._act]
         return q
 
     def _sample_targets(self, env_ids: torch.Tensor) -> torch.Tensor:
@@ -197,22 +150,16 @@ class SO101ReachTask(TorchTask):
         self._refresh()
 
     # ----------------------------------------------------------------- stepping
-    def _pre_step(self) -> None:
-        self._prev_action.copy_(self.last_action)
-
     def _apply_actions(self, actions: torch.Tensor) -> None:
         a = actions.clamp(-1.0, 1.0)
         a64 = a.detach().to(self._ctrl_mid)
-        arm = self._arm_act
-        ctrl = self._ctrl.clone()
+        arm = self._act
+        ctrl = self._controls()
         if self.cfg.action_mode == "absolute":
             ctrl[:, arm] = self._ctrl_mid[arm] + a64 * self._ctrl_half[arm]
         else:
             ctrl[:, arm] += a64 * self.cfg.delta_scale * self._ctrl_half[arm]
-        ctrl = torch.minimum(torch.maximum(ctrl, self._ctrl_low), self._ctrl_high)
-        self.backend.step(ctrl)
-        self.last_action = a.detach().clone()
-        self._refresh()
+        self._step_controls(ctrl, a)
 
     def distance(self) -> torch.Tensor:
         """End-effector distance to the target ``[N]`` (metres)."""
@@ -230,10 +177,7 @@ class SO101ReachTask(TorchTask):
     }
 
     def _observations(self) -> TensorDict:
-        q = self.backend.qpos[:, self._arm_qpos]
-        arm = self._arm_act
-        q_norm = ((q - self._ctrl_mid[arm]) / self._ctrl_half[arm]).to(self.device, torch.float32)
-        qd = (0.1 * self.backend.qvel[:, self._arm_dof]).to(self.device, torch.float32)
+        q_norm, qd = self._joint_observations()
         obs = torch.cat((q_norm, qd, self.ee_pos, self.target, self.target - self.ee_pos, self.last_action), -1)
         groups = {"policy": obs, **(self._cameras.render(self.target) if self._cameras is not None else {})}
         return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
@@ -255,30 +199,18 @@ class SO101ReachTask(TorchTask):
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
     # ----------------------------------------------------------------- rendering (rslkit.envs.mujoco.render)
-    @property
-    def step_dt(self) -> float:
-        """Simulated seconds per :meth:`step`."""
-        return self.cfg.decimation * float(self.backend.model.opt.timestep)
-
     def render_frame(self, env_id: int = 0, width: int = 320, height: int = 240) -> np.ndarray:
         """RGB image ``[height, width, 3]`` (uint8) of env ``env_id``, its target drawn as a green sphere."""
         from rslkit.envs.mujoco.models import load_so101_visual
-        from rslkit.envs.mujoco.render import BackendRenderer, CameraPose, Marker
+        from rslkit.envs.mujoco.render import CameraPose, Marker
 
-        if self._renderer is None or self._renderer.size != (width, height):
-            if self._renderer is not None:
-                self._renderer.close()
-            camera = CameraPose(lookat=(0.15, 0.0, 0.12), distance=0.75, azimuth=140.0, elevation=-25.0)
-            self._renderer = BackendRenderer(load_so101_visual(), self.backend, width, height, camera)
-        return self._renderer.render(env_id, markers=[Marker(self.target[env_id].cpu().numpy())])
+        camera = CameraPose(lookat=(0.15, 0.0, 0.12), distance=0.75, azimuth=140.0, elevation=-25.0)
+        marker = Marker(self.target[env_id].cpu().numpy())
+        return self._render(env_id, (width, height), load_so101_visual, camera, [marker])
 
     def close(self) -> None:
-        """Free the GL contexts (cameras, ``render_frame``) and the physics."""
-        for renderer in (self._cameras, self._renderer):
-            if renderer is not None:
-                renderer.close()
-        self._cameras = self._renderer = None
-        self.backend.close()
+        """Free the GL contexts (cameras, ``render_frame``), the physics and the target probe."""
+        super().close()
         self._probe.close()
 
 

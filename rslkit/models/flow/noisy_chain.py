@@ -19,62 +19,16 @@ The chain runs over any flow policy that implements :class:`ChainPolicy`: the st
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Any
 
 import torch
-import torch.nn as nn
 
-from rslkit.data.normalizer import MinMaxNormalizer
+from rslkit.models.flow.chain import LOG_2PI, ChainPolicy, FlowChain, gaussian_log_prob
 from rslkit.models.flow.noise_net import BoundedNoiseNet
 from rslkit.models.flow.sampler import time_grid
 
-_LOG_2PI = math.log(2 * math.pi)
 
-
-def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
-    """Elementwise ``log N(x; mean, exp(log_var))``."""
-    return -0.5 * ((x - mean) ** 2 * torch.exp(-log_var) + log_var + _LOG_2PI)
-
-
-class ChainPolicy(Protocol):
-    """What :class:`NoisyFlowChain` needs of a flow policy (an ``nn.Module``).
-
-    ``inputs`` are the policy's normalized inputs (a ``[B, D]`` tensor, or a TensorDict ``[B]`` of groups); the
-    *context* is what every Euler step is conditioned on, computed once per chain (``[B, ...]``).
-    """
-
-    obs_dim: int
-    """Size of the (state) observation the policy's ``obs_normalizer`` takes."""
-    horizon: int
-    action_dim: int
-    obs_normalizer: MinMaxNormalizer
-    action_normalizer: MinMaxNormalizer
-
-    @property
-    def noise_feature_dim(self) -> int:
-        """Size of :meth:`noise_features`."""
-        ...
-
-    def chain_context(self, inputs: Any) -> torch.Tensor:
-        """Context ``[B, ...]`` of normalized ``inputs``."""
-        ...
-
-    def chain_velocity(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, num_steps: int) -> torch.Tensor:
-        """``v(x [B, Ta, A], t [B], context [B, ...]) -> [B, Ta, A]`` in a chain of ``num_steps``."""
-        ...
-
-    def noise_features(self, context: torch.Tensor) -> torch.Tensor:
-        """``[B, noise_feature_dim]``: what the noise net reads of the context."""
-        ...
-
-    def sample_normalized(
-        self, inputs: Any, x0: torch.Tensor | None = None, num_steps: int | None = None
-    ) -> torch.Tensor:
-        """The deterministic Euler ODE from ``x0``: a normalized chunk ``[B, Ta, A]``."""
-        ...
-
-
-class NoisyFlowChain(nn.Module):
+class NoisyFlowChain(FlowChain):
     """The stochastic K-step chain of a flow policy (the ReinFlow actor).
 
     Args:
@@ -92,28 +46,21 @@ class NoisyFlowChain(nn.Module):
         noise_net: BoundedNoiseNet | None = None,
         fixed_sigma: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(policy, num_steps)
         if (noise_net is None) == (fixed_sigma is None):
             raise ValueError("Give the chain either a noise network or a fixed sigma, not both or neither.")
         if fixed_sigma is not None and fixed_sigma <= 0:
             raise ValueError(f"fixed_sigma must be > 0, got {fixed_sigma}.")
-        time_grid(num_steps)  # validates K
-        self.policy = policy
         self.noise_net = noise_net
         self.fixed_log_var = 2 * math.log(fixed_sigma) if fixed_sigma is not None else 0.0
-        self.num_steps = num_steps
-        self.horizon, self.action_dim = policy.horizon, policy.action_dim
-
-    @property
-    def chain_dim(self) -> int:
-        """Numbers in one stored chain: ``(K + 1) * Ta * A``."""
-        return (self.num_steps + 1) * self.horizon * self.action_dim
+        self.record_slabs = num_steps + 1
+        """The record is the whole chain ``a_0, ..., a_K``."""
 
     def transition(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean ``a_k + v / K`` and ``log sigma_k^2`` (both ``[B, Ta, A]``) of the step from ``x = a_k`` at ``t``,
         given the policy's context (:meth:`ChainPolicy.chain_context`; the normalized observation of a
         :class:`~rslkit.models.flow.FlowPolicy`)."""
-        mean = x + self.policy.chain_velocity(x, t, context, self.num_steps) / self.num_steps
+        mean = self.ode_step(x, t, context)
         if self.noise_net is None:
             return mean, torch.full_like(mean, self.fixed_log_var)
         return mean, self.noise_net.log_var(x, t, self.policy.noise_features(context))
@@ -170,7 +117,7 @@ class NoisyFlowChain(nn.Module):
         mean, log_var = self.transitions(inputs, chain)
         steps = gaussian_log_prob(chain[:, 1:].reshape_as(mean), mean, log_var).view(b, -1).sum(-1)
         initial = gaussian_log_prob(chain[:, 0], torch.zeros_like(chain[:, 0]), torch.zeros_like(chain[:, 0]))
-        entropy = (0.5 * (log_var + _LOG_2PI + 1.0)).view(b, -1).sum(-1)
+        entropy = (0.5 * (log_var + LOG_2PI + 1.0)).view(b, -1).sum(-1)
         return initial.view(b, -1).sum(-1) + steps, entropy
 
     def normalized_log_prob(self, inputs: Any, chain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,6 +129,11 @@ class NoisyFlowChain(nn.Module):
         scalars = self.horizon * self.action_dim
         return log_prob / ((self.num_steps + 1) * scalars), entropy / (self.num_steps * scalars)
 
-    def deterministic_actions(self, inputs: Any, x0: torch.Tensor) -> torch.Tensor:
-        """Final sample ``a_K [B, Ta, A]`` of the noise-free chain from ``x0`` (differentiable; W2 regularizer)."""
-        return self.sample(inputs, deterministic=True, x0=x0)[:, -1]
+    def initial_noise(self, record: torch.Tensor) -> torch.Tensor:
+        """``a_0 [B, Ta, A]``: the first slab of the chain."""
+        return record[:, 0]
+
+    def mean_std(self, inputs: Any) -> float:
+        """Mean noise std of the steps of a fresh chain at ``inputs`` (logging)."""
+        _, log_var = self.transitions(inputs, self.sample(inputs))
+        return float(torch.exp(0.5 * log_var).mean())
