@@ -5,6 +5,7 @@ with a camera and two instructions; the flow loss falls, evaluation runs, the re
 import pytest
 import torch
 
+from rslkit.cli import train
 from rslkit.data import record_episodes, write_lerobot_dataset
 from rslkit.models.smolvla.policy import SmolVLAPolicy
 from rslkit.models.smolvla.settings import SmolVLACfg
@@ -82,3 +83,21 @@ def test_the_lerobot_fixture_checkpoint_fine_tunes_through_vla_bc(dataset, tmp_p
     assert torch.allclose(runner.policy.action_normalizer.mean, torch.tensor(stats["action"]["mean"]).float())
     chunk = runner.data.chunk_fn(runner.policy)(runner.env.get_observations())
     assert chunk.shape == (4, 5, 2) and torch.isfinite(chunk).all()
+
+
+def test_train_py_fine_tunes_a_smolvla_from_a_dataset_alone_and_resumes(dataset, tmp_path):
+    """``train.py --algo vla-bc --dataset D --agent.policy.backbone smolvla ...`` (no simulator), then --resume."""
+    flags = ["--agent.logger=", "--agent.updates_per_iteration", "3", "--agent.algorithm.batch_size", "8",
+             "--agent.policy.backbone", "smolvla", "--agent.policy.backbone_path", str(VLM),
+             "--agent.policy.smolvla.pretrained", str(FIXTURES / "interleaved_1cam"),
+             "--agent.policy.smolvla.camera_map", "front=top", "--agent.policy.cameras", "front",
+             "--agent.policy.image_size", "16,16", "--agent.policy.horizon", "5",
+             "--agent.policy.num_inference_steps", "3"]  # fmt: skip
+    with pytest.warns(UserWarning, match="statistics do not fit this robot"):
+        runner = train.main(["--algo", "vla-bc", "--dataset", str(dataset), "--logdir", str(tmp_path),
+                             "--max_iterations", "2", *flags])  # fmt: skip
+    assert isinstance(runner.policy, SmolVLAPolicy) and runner.iteration == 2
+    ckpt = str(runner.log_dir / "model_2.pt")
+    with pytest.warns(UserWarning, match="statistics do not fit this robot"):
+        resumed = train.main(["--algo", "vla-bc", "--resume", "--checkpoint", ckpt, "--max_iterations", "3"])
+    assert resumed.iteration == 3 and isinstance(resumed.policy, SmolVLAPolicy)
