@@ -9,7 +9,7 @@ the sentence encoder ``agent.text_encoder`` (MiniLM from its PyPI wheel by defau
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,6 +27,7 @@ from rslkit.data.vla_dataset import VLAChunkDataset, random_shift
 from rslkit.envs.camera_groups import camera_group
 from rslkit.envs.columns import select_state_columns
 from rslkit.envs.vec_env import VecEnv
+from rslkit.models.smolvla.policy import SmolVLAPolicy
 from rslkit.models.text_encoder import MINILM
 from rslkit.models.vla.config import VLAPolicyCfg
 from rslkit.models.vla.policy import INSTRUCTION_GROUP, VLAPolicy
@@ -69,7 +70,11 @@ class VLABCRunnerCfg(BCRunCfg):
         self.check_execution(self.policy.horizon)
         shift = self.augment_shift
         expect(isinstance(shift, int) and shift >= 0, "augment_shift", f"must be an integer >= 0, got {shift}")
-        expect(self.policy.language_dim > 0, "policy.language_dim", "must be > 0: a VLA policy reads instructions")
+        expect(
+            self.policy.language_dim > 0 or self.policy.backbone == "smolvla",  # SmolVLA reads token ids
+            "policy.language_dim",
+            "must be > 0: a VLA policy reads instructions",
+        )
 
     def make_data(self, env: VecEnv, device: torch.device, seed: int) -> VLABCData:
         """A :class:`VLABCData` of this config."""
@@ -77,8 +82,18 @@ class VLABCRunnerCfg(BCRunCfg):
 
 
 def make_vla_policy(env: VecEnv, cfg: VLABCRunnerCfg) -> VLAPolicy:
-    """The policy a vla-bc run trains: sized by the env's (or the dataset spec's) state group and actions."""
-    return VLAPolicy(policy_obs_dim(env, cfg.policy.state_group), env.num_actions, cfg.policy)
+    """The policy a vla-bc run trains: sized by the env's (or the dataset spec's) state group and actions; a
+    :class:`~rslkit.models.smolvla.policy.SmolVLAPolicy` for ``--agent.policy.backbone smolvla``.
+
+    Raises:
+        ValueError: SmolVLA with ``--agent.aux_state`` (it has no observation tokens to probe).
+    """
+    state_dim = policy_obs_dim(env, cfg.policy.state_group)
+    if cfg.policy.backbone != "smolvla":
+        return VLAPolicy(state_dim, env.num_actions, cfg.policy)
+    if cfg.aux_state:
+        raise ValueError("--agent.aux_state probes observation tokens, which SmolVLA has not: leave it empty.")
+    return SmolVLAPolicy(state_dim, env.num_actions, cfg.policy)
 
 
 def check_dataset_cameras(dataset: str | Path, cameras: tuple[str, ...]) -> None:
@@ -95,6 +110,19 @@ def check_dataset_cameras(dataset: str | Path, cameras: tuple[str, ...]) -> None
                 f"{','.join(cameras)}); its cameras are {sorted(available) or 'none'}: set --agent.policy.cameras to "
                 "some of them, or record the camera (python -m rslkit.record --camera NAME)."
             )
+
+
+class TokenizedInstructions(EnvInstructions):
+    """Each env's instruction as a :class:`~rslkit.models.smolvla.policy.SmolVLAPolicy` reads it: token ids and
+    mask from the policy's own tokenizer (over-long instructions refused)."""
+
+    def __init__(self, env: VecEnv, policy: SmolVLAPolicy, device: torch.device, instruction: str = "") -> None:
+        super().__init__(env, "", 0, device, instruction)
+        self._encode = policy.encode_instructions
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """Token ids and masks ``[len(texts), 2L]`` (long)."""
+        return self._encode(texts).to(self.device)
 
 
 class VLABCData(BCData):
@@ -126,8 +154,12 @@ class VLABCData(BCData):
             self.aux_columns = torch.tensor(select_state_columns(cfg.aux_state_columns, dim, names))
             probe = StateProbe(policy.tokenizer.num_tokens, cfg.policy.d_model, len(self.aux_columns))
         self.alg: FlowBC[VLAPolicy] = FlowBC(policy, cfg.algorithm, device, probe)
-        self.instructions = EnvInstructions(env, cfg.text_encoder, cfg.policy.language_dim, device, cfg.instruction)
-        """Each env's instruction embedding (the policy's ``instruction`` input)."""
+        self.instructions = (
+            TokenizedInstructions(env, policy, device, cfg.instruction)
+            if isinstance(policy, SmolVLAPolicy)
+            else EnvInstructions(env, cfg.text_encoder, cfg.policy.language_dim, device, cfg.instruction)
+        )
+        """Each env's instruction embedding (SmolVLA: token ids), the policy's ``instruction`` input."""
         self.dataset: VLAChunkDataset | None = None
         self.val_dataset: VLAChunkDataset | None = None
         self._task_embeddings: torch.Tensor | None = None
@@ -166,7 +198,8 @@ class VLABCData(BCData):
         if fresh:
             for p in (policy, self.alg.ema.model):
                 p.set_normalization(demos.stats)
-                p.set_instruction_stats(self._task_embeddings)
+                if not isinstance(p, SmolVLAPolicy):  # token ids are not normalized
+                    p.set_instruction_stats(self._task_embeddings)
 
     def _check_aux_state(self, demos: Demonstrations) -> None:
         if self.alg.probe is None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from rslkit.models.smolvla.settings import SmolVLACfg
 from rslkit.utils.validation import expect, finite
 
 
@@ -17,7 +18,8 @@ class VLAPolicyCfg:
     tokens (one per chunk step). The cameras are encoded by a small CNN trained from scratch (``backbone="cnn"``)
     or by a pretrained ``transformers`` vision tower (``backbone="hf-vision"``, :mod:`rslkit.models.vla.hf_backbone`).
     ``backbone="hf-vlm"`` runs a SmolVLM's first text decoder layers over ``[camera tokens, instruction, state]``
-    and the expert attends to their output (:mod:`rslkit.models.vla.hf_vlm`).
+    and the expert attends to their output (:mod:`rslkit.models.vla.hf_vlm`). ``backbone="smolvla"`` is LeRobot's
+    SmolVLA, loaded from a LeRobot checkpoint or built from scratch (:mod:`rslkit.models.smolvla`, ``smolvla.*``).
     """
 
     cameras: tuple[str, ...] = ()
@@ -54,13 +56,15 @@ class VLAPolicyCfg:
     """Causal self-attention over the action tokens (SmolVLA's expert): token ``i`` sees tokens ``<= i`` only."""
     objective: Literal["rectified_flow", "shortcut"] = "rectified_flow"
     """``shortcut`` conditions the expert on the step size ``d`` (Frans et al. 2024), as for state-only flows."""
-    backbone: Literal["cnn", "hf-vision", "hf-vlm"] = "cnn"
+    backbone: Literal["cnn", "hf-vision", "hf-vlm", "smolvla"] = "cnn"
     """Image encoder: ``cnn`` (``cnn_channels``, one per camera, from scratch), ``hf-vision`` (the pretrained
     vision tower at ``backbone_path``, shared by all cameras: SigLIP, or SmolVLM / Idefics3's vision model and
     pixel-shuffle connector) or ``hf-vlm`` (a SmolVLM / Idefics3 checkpoint's vision model, connector and first
-    ``vlm_layers`` text decoder layers over the camera, instruction and state tokens: SmolVLA's prefix)."""
+    ``vlm_layers`` text decoder layers over the camera, instruction and state tokens: SmolVLA's prefix) or
+    ``smolvla`` (the whole SmolVLA: its VLM from ``backbone_path``, its settings under ``smolvla``)."""
     backbone_path: str = ""
-    """``hf-vision`` / ``hf-vlm``: a local ``transformers`` model directory, or a hub name already in the local cache
+    """``hf-vision`` / ``hf-vlm`` / ``smolvla`` (its SmolVLM2 config and tokenizer): a local ``transformers`` model
+    directory, or a hub name already in the local cache
     (never downloaded)."""
     backbone_layers: int = 0
     """``hf-vision`` / ``hf-vlm``: keep only the first N layers of the vision encoder (cheaper, earlier features);
@@ -80,6 +84,8 @@ class VLAPolicyCfg:
     lora_alpha: int = 16
     """LoRA scales its update by ``lora_alpha / lora_rank``."""
     lora_dropout: float = 0.0
+    smolvla: SmolVLACfg = field(default_factory=SmolVLACfg)
+    """``backbone="smolvla"``: the LeRobot checkpoint, freeze options and from-scratch architecture."""
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj")
     """Names of the ``nn.Linear`` modules of the backbone that get LoRA adapters: SigLIP's attention; with
     ``hf-vlm`` also the decoder's ``q_proj, k_proj, v_proj`` (add ``o_proj``, Llama's output projection, for all of
@@ -168,11 +174,12 @@ class VLAPolicyCfg:
 
     def _check_backbone(self) -> None:
         expect(
-            self.backbone in ("cnn", "hf-vision", "hf-vlm"),
+            self.backbone in ("cnn", "hf-vision", "hf-vlm", "smolvla"),
             "backbone",
-            f"must be 'cnn', 'hf-vision' or 'hf-vlm', got {self.backbone!r}",
+            f"must be 'cnn', 'hf-vision', 'hf-vlm' or 'smolvla', got {self.backbone!r}",
         )
         self.trainable_layers()
+        self._check_smolvla()
         expect(
             isinstance(self.vlm_layers, int) and self.vlm_layers >= 0,
             "vlm_layers",
@@ -180,7 +187,7 @@ class VLAPolicyCfg:
         )
         if self.backbone == "hf-vlm":
             self._check_vlm()
-        else:
+        elif self.backbone != "smolvla":
             expect(
                 self.vlm_layers == 0,
                 "vlm_layers",
@@ -210,6 +217,27 @@ class VLAPolicyCfg:
                 "backbone_path",
                 f"must name a local transformers model directory (or a cached hub name) for backbone {self.backbone!r}",
             )
+
+    def _check_smolvla(self) -> None:
+        if self.backbone != "smolvla":
+            expect(
+                not self.smolvla.pretrained,
+                "smolvla.pretrained",
+                "loads a LeRobot SmolVLA checkpoint: set --agent.policy.backbone smolvla too",
+            )
+            return
+        expect(
+            self.backbone_trainable in ("frozen", "lora"),
+            "backbone_trainable",
+            "must be 'frozen' (LeRobot's freeze options --agent.policy.smolvla.* decide) or 'lora' with backbone "
+            f"'smolvla', got {self.backbone_trainable!r}",
+        )
+        expect(len(self.cameras) >= 1, "cameras", "must name at least one camera with backbone 'smolvla'")
+        expect(
+            self.objective == "rectified_flow",
+            "objective",
+            "must be 'rectified_flow' with backbone 'smolvla' (it has no shortcut step input)",
+        )
 
     def _check_vlm(self) -> None:
         expect(
