@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rslkit.recipes.go2_flat import go2_flat_ppo_cfg
+from rslkit.recipes.sac_defaults import robot_sac_cfg
 from rslkit.runners.ppo_config import PPORunnerCfg
+from rslkit.runners.sac_config import SACRunnerCfg
 
 
 def go2_rough_ppo_cfg() -> PPORunnerCfg:
@@ -26,5 +28,13 @@ def go2_rough_ppo_cfg() -> PPORunnerCfg:
     return cfg
 
 
-RECIPES: dict[str, Callable[[], Any]] = {"ppo": go2_rough_ppo_cfg}
+def go2_rough_sac_cfg() -> SACRunnerCfg:
+    """SAC as on go2-flat, its actor on ``teacher`` and its critics on ``critic`` (the same inputs as the PPO
+    teacher's)."""
+    cfg = robot_sac_cfg(gamma=0.99)
+    cfg.policy = dataclasses.replace(cfg.policy, actor_obs_groups=("teacher",), critic_obs_groups=("critic",))
+    return cfg
+
+
+RECIPES: dict[str, Callable[[], Any]] = {"ppo": go2_rough_ppo_cfg, "sac": go2_rough_sac_cfg}
 """Algorithm name -> default agent config of ``go2-rough``."""

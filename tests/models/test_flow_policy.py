@@ -203,3 +203,27 @@ def test_flow_bc_covers_both_modes_where_mse_averages():
     with torch.no_grad():
         mean_prediction = regressor(torch.zeros(1, 1))
     assert torch.cdist(mean_prediction, modes).min() > 0.6
+
+
+def test_the_flow_loss_trains_on_the_policys_time_distribution():
+    """``rectified_flow_loss`` draws t from ``policy.sample_time``: uniform for rslkit's policies (the same numbers
+    as ``torch.rand``), LeRobot's ``1 - Beta(1.5, 1)`` for SmolVLA (mean 0.4 in rslkit's direction)."""
+    from rslkit.models.flow.objectives import uniform_time
+    from rslkit.models.smolvla.policy import SmolVLAPolicy
+
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(uniform_time(64, g1), torch.rand(64, generator=g2))
+    t = SmolVLAPolicy.sample_time(None, 200_000, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+    assert 0.0 <= float(t.min()) and float(t.max()) <= 0.999
+    assert abs(float(t.mean()) - 0.4) < 0.005
+
+    seen = []
+
+    class Recording(FlowPolicy):
+        def sample_time(self, batch, generator=None, device=None):
+            seen.append(batch)
+            return torch.full((batch,), 0.5)
+
+    policy = Recording(3, 1, FlowPolicyCfg(horizon=4, hidden_dim=16, num_blocks=1))
+    rectified_flow_loss(policy, torch.zeros(5, 3), torch.zeros(5, 4, 1))
+    assert seen == [5]

@@ -24,6 +24,18 @@ class FlowModel(Protocol):
 
     def conditioning(self, obs_n: Any, future_n: torch.Tensor | None = None) -> torch.Tensor: ...
 
+    def sample_time(
+        self, batch: int, generator: torch.Generator | None = None, device: torch.device | None = None
+    ) -> torch.Tensor: ...
+
+
+def uniform_time(
+    batch: int, generator: torch.Generator | None = None, device: torch.device | None = None
+) -> torch.Tensor:
+    """Training times ``t ~ U[0, 1]`` ``[B]`` (rectified flow's; a policy may train on another distribution, e.g.
+    SmolVLA's Beta, through its ``sample_time``)."""
+    return torch.rand(batch, generator=generator, device=device)
+
 
 def rectified_flow_loss(
     policy: FlowModel,
@@ -35,7 +47,9 @@ def rectified_flow_loss(
 ) -> torch.Tensor:
     """Conditional flow-matching loss of a batch (Liu et al. 2022; Lipman et al. 2022).
 
-    ``L = E_{t ~ U[0,1], x0 ~ N(0,I)} |v(x_t, t, o) - (x1 - x0)|^2`` with ``x_t = t x1 + (1 - t) x0``.
+    ``L = E_{t ~ p(t), x0 ~ N(0,I)} |v(x_t, t, o) - (x1 - x0)|^2`` with ``x_t = t x1 + (1 - t) x0`` and the policy's
+    training-time distribution ``p(t)`` (``policy.sample_time``: U[0, 1] for rslkit's policies, LeRobot's Beta for
+    SmolVLA).
 
     Args:
         policy: the flow policy.
@@ -50,7 +64,7 @@ def rectified_flow_loss(
     """
     obs_n = policy.conditioning(obs_n, future_n) if conditioning is None else conditioning
     x0 = torch.randn(x1.shape, generator=generator, device=x1.device)
-    t = torch.rand(x1.shape[0], generator=generator, device=x1.device)
+    t = policy.sample_time(x1.shape[0], generator, x1.device)
     x_t = t.view(-1, 1, 1) * x1 + (1 - t.view(-1, 1, 1)) * x0
     d = torch.zeros_like(t) if policy.step_conditioned else None
     v = policy.net(x_t, t, obs_n, d)

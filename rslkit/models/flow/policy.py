@@ -10,6 +10,7 @@ import torch.nn as nn
 
 from rslkit.data.demonstrations import ACTION_KEY, OBS_KEY
 from rslkit.data.normalizer import MinMaxNormalizer
+from rslkit.models.flow.objectives import uniform_time
 from rslkit.models.flow.sampler import euler_sample
 from rslkit.models.flow.velocity_net import VelocityNet
 from rslkit.utils.validation import expect
@@ -114,6 +115,12 @@ class FlowPolicy(nn.Module):
             cfg.time_embed_dim,
             step_conditioned=cfg.objective == "shortcut",
         )
+
+    def sample_time(
+        self, batch: int, generator: torch.Generator | None = None, device: torch.device | None = None
+    ) -> torch.Tensor:
+        """Training times of the flow loss ``[B]``: uniform on [0, 1]."""
+        return uniform_time(batch, generator, device)
 
     @property
     def step_conditioned(self) -> bool:

@@ -24,6 +24,7 @@ from torch import nn
 from rslkit.data.demonstrations import ACTION_KEY, OBS_KEY
 from rslkit.data.normalizer import MinMaxNormalizer
 from rslkit.envs.camera_groups import camera_group
+from rslkit.models.flow.objectives import uniform_time
 from rslkit.models.flow.sampler import euler_sample
 from rslkit.models.text_encoder import embedding_stats, normalize_embeddings
 from rslkit.models.vla.action_expert import ActionExpert
@@ -67,6 +68,12 @@ class VLAPolicy(nn.Module):
             causal=cfg.causal_actions,
             step_conditioned=cfg.objective == "shortcut",
         )
+
+    def sample_time(
+        self, batch: int, generator: torch.Generator | None = None, device: torch.device | None = None
+    ) -> torch.Tensor:
+        """Training times of the flow loss ``[B]``: uniform on [0, 1]."""
+        return uniform_time(batch, generator, device)
 
     @property
     def step_conditioned(self) -> bool:
