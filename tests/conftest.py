@@ -5,7 +5,7 @@ a 2-core CI machine shared with other processes makes multi-threaded tiny ops or
 """
 
 import csv
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,3 +29,37 @@ def metric_curve() -> Callable[..., list[float]]:
             return [float(row[key]) for row in csv.DictReader(f) if row.get(key)]
 
     return read
+
+
+@pytest.fixture
+def learn_until(metric_curve) -> Callable[..., list[float]]:
+    """``learn_until(task, log_dir, goal, max_iterations, key=..., overrides=(), every=4, num_envs=None)``: train
+    ``task``'s PPO recipe (seed 0) in blocks of ``every`` iterations until ``goal(curve)`` holds for the curve of
+    ``key`` or ``max_iterations`` have run; returns the curve.
+
+    A learning test asks whether the goal is reached within a budget, so it stops as soon as it is (a run split into
+    blocks is the run in one piece: resume is exact).
+    """
+
+    def run(
+        task: str,
+        log_dir: Path,
+        goal: Callable[[list[float]], bool],
+        max_iterations: int,
+        key: str = "Train/mean_return",
+        overrides: Sequence[str] = (),
+        every: int = 4,
+        num_envs: int | None = None,
+    ) -> list[float]:
+        from rslkit.recipes import build_run
+
+        _, runner = build_run(
+            task, "ppo", list(overrides), num_envs=num_envs, seed=0, max_iterations=max_iterations, log_dir=log_dir
+        )
+        curve: list[float] = []
+        while runner.iteration < max_iterations and not goal(curve):
+            runner.learn(min(every, max_iterations - runner.iteration))
+            curve = metric_curve(runner.log_dir, key)
+        return curve
+
+    return run

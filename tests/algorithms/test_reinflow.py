@@ -81,7 +81,8 @@ def test_demos_bc_reinflow_improves_on_pendulum(tmp_path):
 
     Measured with 5 sets of seeds (this one and the env / torch seeds + 10, 20, 30, 40), each with AVX-512 and AVX2
     kernels: BC -222 to -270 (this one: -265); ReinFlow's gain +40 to +101 after 40 iterations (this one: +92,
-    +101; after 25, +21 to +90: too close to the bar of +25).
+    +101; after 25, +21 to +90). The run is scored after 20, 30 and 40 iterations and stops at the first score over
+    the bar of +25.
     """
     start = time.perf_counter()
     torch.manual_seed(0)
@@ -109,11 +110,14 @@ def test_demos_bc_reinflow_improves_on_pendulum(tmp_path):
         eval_interval=0,
         logger=(),
     )
-    rl = ReinFlowRunner(make_env("pendulum", num_envs=64, seed=2), rl_cfg, None)
-    rl.learn()
-    fine_tuned = _eval(rl)
-    print(f"BC {bc_return:.1f} -> ReinFlow {fine_tuned:.1f} in {time.perf_counter() - start:.1f} s")
     assert bc_return < -200  # imperfect: the demonstrations' noise is cloned
+    rl = ReinFlowRunner(make_env("pendulum", num_envs=64, seed=2), rl_cfg, None)
+    rl.learn(20)
+    fine_tuned = _eval(rl)
+    while fine_tuned <= bc_return + 25 and rl.iteration < rl_cfg.max_iterations:  # stop once the goal is met
+        rl.learn(10)
+        fine_tuned = _eval(rl)
+    print(f"BC {bc_return:.1f} -> ReinFlow {fine_tuned:.1f} at {rl.iteration} in {time.perf_counter() - start:.1f} s")
     assert fine_tuned > bc_return + 25
 
 

@@ -146,7 +146,7 @@ def test_registered() -> None:
 
 
 @pytest.mark.slow
-def test_ppo_learns_cartpole(tmp_path, metric_curve) -> None:
+def test_ppo_learns_cartpole(tmp_path, learn_until) -> None:
     """Default config, seed 0: solved (mean return over 100 episodes >= 475, Gymnasium's threshold) within 50
     iterations, ~15 s.
 
@@ -154,6 +154,5 @@ def test_ppo_learns_cartpole(tmp_path, metric_curve) -> None:
     MKL_ENABLE_INSTRUCTIONS=AVX2``, the float path of CPUs without AVX-512): first >= 475 at iterations 23-38, >= 474
     at every later one (with the old ``lam=0.95``, at 50: 413-500 here and 359 on an AMD EPYC).
     """
-    runner = train_main(["--task", "cartpole", "--logdir", str(tmp_path), "--max_iterations", "50"])
-    returns = metric_curve(runner.log_dir)
+    returns = learn_until("cartpole", tmp_path, lambda curve: max(curve, default=0) >= 475, max_iterations=50)
     assert max(returns) >= 475, [round(r) for r in returns]

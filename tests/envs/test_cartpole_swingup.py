@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from rslkit.cli.train import main as train_main
 from rslkit.envs import make_env
 from rslkit.envs.tasks.cartpole_swingup import CartpoleSwingupCfg, CartpoleSwingupTask
 
@@ -158,13 +157,12 @@ def test_registered() -> None:
 
 
 @pytest.mark.slow
-def test_ppo_learns_to_swing(tmp_path, metric_curve) -> None:
+def test_ppo_learns_to_swing(tmp_path, learn_until) -> None:
     """Default config, seed 0: a random policy (N(0, 1) actions) returns ~28, a swinging one >= 80 (36 iterations,
     ~10 s; balancing, >= 200, takes 50-70).
 
     Measured on seeds 0-5, each with AVX-512 and AVX2 kernels: return >= 80 first at iterations 10-25 (seed 0: 12),
     91-124 at 30; slow runs sit at 70-80 for a while, so the test leaves them 11 more iterations.
     """
-    runner = train_main(["--task", "cartpole-swingup", "--logdir", str(tmp_path), "--max_iterations", "36"])
-    returns = metric_curve(runner.log_dir)
+    returns = learn_until("cartpole-swingup", tmp_path, lambda curve: max(curve, default=0) >= 80, max_iterations=36)
     assert max(returns) >= 80, [round(r) for r in returns]
