@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "rslkit"
 LAYERS = [
     "utils",
@@ -84,33 +82,40 @@ def test_static_check_sees_function_level_imports(tmp_path: Path) -> None:
         path.unlink()
 
 
-def _loaded_after(statement: str) -> tuple[list[str], dict]:
+LAYER_IMPORTS = [
+    ("import rslkit.link", "link"),
+    ("import rslkit.envs", "envs"),
+    ("import rslkit.envs.tasks", "envs"),
+    ("import rslkit.envs.tasks.pendulum", "envs"),
+    ("import rslkit.models", "models"),
+    ("import rslkit.runners", "runners"),
+    ("import rslkit.recipes", "recipes"),
+]
+"""Import statements, lowest layer first, and the highest layer each may load."""
+
+
+def _loaded_after_each(statements: list[str]) -> tuple[list[list[str]], dict]:
+    """The rslkit modules loaded after each statement, run in that order in one fresh interpreter, and the malloc
+    settings at the end."""
+    steps = "".join(
+        f"{s}\nloaded.append(sorted(m for m in sys.modules if m.startswith('rslkit.')))\n" for s in statements
+    )
     code = (
-        f"import json, sys\n{statement}\n"
-        "from rslkit.utils import allocator\n"
-        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('rslkit.')), allocator._state]))"
+        "import json, sys\nfrom rslkit.utils import allocator\nloaded = []\n"
+        f"{steps}print(json.dumps([loaded, allocator._state]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    modules, state = json.loads(out.stdout.strip().splitlines()[-1])
-    return modules, state
+    loaded, state = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded, state
 
 
-@pytest.mark.parametrize(
-    ("statement", "highest"),
-    [
-        ("import rslkit.link", "link"),
-        ("import rslkit.envs", "envs"),
-        ("import rslkit.envs.tasks", "envs"),
-        ("import rslkit.envs.tasks.pendulum", "envs"),
-        ("import rslkit.models", "models"),
-        ("import rslkit.runners", "runners"),
-        ("import rslkit.recipes", "recipes"),
-    ],
-)
-def test_importing_a_layer_loads_nothing_above_it(statement: str, highest: str) -> None:
-    modules, allocator_state = _loaded_after(statement)
-    above = [m for m in modules if (layer_of(m) or 0) > LAYERS.index(highest)]
-    assert not above, f"`{statement}` loads layers above {highest}: {above}"
+def test_importing_a_layer_loads_nothing_above_it() -> None:
+    """One fresh interpreter imports the layers lowest first and checks after each that nothing above it is loaded:
+    importing a layer after those below it loads what it would load alone, plus them (which were checked before)."""
+    loaded, allocator_state = _loaded_after_each([statement for statement, _ in LAYER_IMPORTS])
+    for (statement, highest), modules in zip(LAYER_IMPORTS, loaded, strict=True):
+        above = [m for m in modules if (layer_of(m) or 0) > LAYERS.index(highest)]
+        assert not above, f"`{statement}` loads layers above {highest}: {above}"
     assert allocator_state == {"applied": None, "arena": None}, "malloc settings changed at import"
 
 
