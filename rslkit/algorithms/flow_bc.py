@@ -23,6 +23,10 @@ class FlowBCCfg:
 
     learning_rate: float = 1e-3
     weight_decay: float = 1e-6
+    optimizer_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's ``(beta1, beta2)`` (LeRobot's name; SmolVLA fine-tunes with ``0.9,0.95``)."""
+    optimizer_eps: float = 1e-8
+    """AdamW's ``eps``."""
     batch_size: int = 256
     max_grad_norm: float = 1.0
     ema_decay: float = 0.995
@@ -42,6 +46,14 @@ class FlowBCCfg:
             expect(finite(value) and value > 0, name, f"must be a finite number > 0, got {value}")
         wd = self.weight_decay
         expect(finite(wd) and wd >= 0, "weight_decay", f"must be a finite number >= 0, got {wd}")
+        betas = tuple(self.optimizer_betas)
+        expect(
+            len(betas) == 2 and all(finite(b) and 0 <= b < 1 for b in betas),
+            "optimizer_betas",
+            f"must be two numbers in [0, 1), e.g. 0.9,0.95; got {self.optimizer_betas}",
+        )
+        eps = self.optimizer_eps
+        expect(finite(eps) and eps > 0, "optimizer_eps", f"must be a finite number > 0, got {eps}")
         batch = self.batch_size
         expect(isinstance(batch, int) and batch >= 2, "batch_size", f"must be an integer >= 2, got {batch}")
         expect(
@@ -93,7 +105,15 @@ class FlowBC(Generic[P]):
         self.policy: P = policy.to(self.device)
         self.probe: StateProbe | None = None if probe is None else probe.to(self.device)
         params = [*policy.parameters(), *([] if probe is None else probe.parameters())]
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True)
+        beta1, beta2 = cfg.optimizer_betas
+        self.optimizer = torch.optim.AdamW(
+            params,
+            lr=cfg.learning_rate,
+            betas=(beta1, beta2),
+            eps=cfg.optimizer_eps,
+            weight_decay=cfg.weight_decay,
+            fused=True,
+        )
         self.ema: EMA[P] = EMA(policy, cfg.ema_decay)
 
     def update(

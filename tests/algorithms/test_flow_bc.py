@@ -41,3 +41,22 @@ def test_state_round_trip():
     torch.testing.assert_close(other.ema.model.act_chunk(obs, x0), bc.ema.model.act_chunk(obs, x0))
     with pytest.raises(ValueError, match="batch_size must be >= 2"):
         FlowBC(policy, FlowBCCfg(batch_size=1))
+
+
+def test_adamw_takes_lerobots_betas_and_eps_from_the_command_line():
+    """``--agent.algorithm.optimizer_betas 0.9,0.95 --agent.algorithm.optimizer_eps 1e-6`` reach AdamW; bad values
+    are refused naming the field."""
+    from rslkit.runners.flow_bc_data import FlowBCRunnerCfg
+    from rslkit.utils.config import apply_overrides
+    from rslkit.utils.validation import ConfigError
+
+    cfg = FlowBCRunnerCfg()
+    apply_overrides(
+        {"agent": cfg}, ["--agent.algorithm.optimizer_betas", "0.9,0.95", "--agent.algorithm.optimizer_eps", "1e-6"]
+    )
+    assert cfg.algorithm.optimizer_betas == (0.9, 0.95) and cfg.algorithm.optimizer_eps == 1e-6
+    bc = FlowBC(FlowPolicy(3, 1, FlowPolicyCfg(hidden_dim=16, num_blocks=1)), cfg.algorithm)
+    group = bc.optimizer.param_groups[0]
+    assert group["betas"] == (0.9, 0.95) and group["eps"] == 1e-6
+    with pytest.raises(ConfigError, match="optimizer_betas"):
+        FlowBCCfg(optimizer_betas=(0.9, 1.5)).check()
