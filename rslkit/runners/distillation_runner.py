@@ -153,10 +153,6 @@ class DistillationRunner(RolloutRunner[DistillationRunnerCfg, Distillation]):
         self.policy.train()
         self._obs = self.env.get_observations().to(self.device)
 
-    def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
-        success = extras.get("success")
-        self.stats.update(rewards, dones.bool(), success.to(self.device) if success is not None else None)
-
     def _update(self) -> dict[str, float]:
         return self.alg.update()
 

@@ -110,10 +110,6 @@ class OnPolicyRunner(RolloutRunner[PPORunnerCfg, PPO]):
                 "lower it, or raise --num_envs / --agent.num_steps_per_env."
             )
 
-    def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
-        success = extras.get("success")
-        self.stats.update(rewards, dones.bool(), success.to(self.device) if success is not None else None)
-
     def _update(self) -> dict[str, float]:
         return self.alg.update()
 

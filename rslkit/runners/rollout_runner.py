@@ -65,9 +65,11 @@ class RolloutRunner(BaseRunner[RolloutCfgT, RolloutAlgT]):
         """The observation the actor acts on (the env's; a VLA runner adds the instruction embedding)."""
         return obs
 
-    @abstractmethod
     def _record_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
-        """Feed one rollout step (on the training device) to :attr:`stats`."""
+        """Feed one rollout step (on the training device) to :attr:`stats`: the env's reward, dones and ``success``
+        where the env reports it (a chunked rollout overrides this with the steps inside a decision)."""
+        success = extras.get("success")
+        self.stats.update(rewards, dones.bool(), success.to(self.device) if success is not None else None)
 
     def _intrinsic_reward(self) -> Callable[[TensorDict], torch.Tensor] | None:
         """The algorithm's intrinsic reward of the observations a step reached (PPO with RND), added to the env's
